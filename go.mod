@@ -5,8 +5,9 @@ go 1.26.0
 require github.com/alecthomas/kong v1.17.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/grpc v1.85.0 // indirect
