@@ -1,0 +1,220 @@
+package admit
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/degrade"
+)
+
+// DefaultPeriod is the control period used when WithPeriod is not given.
+const DefaultPeriod = 50 * time.Millisecond
+
+// NumReasons sizes arrays indexed by levee.Reason (index 0 is unused).
+const NumReasons = int(levee.Throttled) + 1
+
+// Option configures a Controller.
+type Option func(*config)
+
+type config struct {
+	signals  []levee.Signal
+	period   time.Duration
+	route    func(ctx context.Context) string
+	quotas   []tenantQuota
+	seed     uint64
+	degrade  *degrade.Controller
+	observer func(Event)
+	logger   *slog.Logger
+}
+
+type tenantQuota struct {
+	tenant string
+	q      Quota
+}
+
+// Limit is a token bucket: Rate tokens per second, at most Burst stored.
+// A Rate ≤ 0 means no limit. A Burst ≤ 0 means max(1, Rate).
+type Limit struct {
+	Rate  float64
+	Burst int
+}
+
+// Quota limits one named tenant. Rate and Burst bound all its requests
+// together; ByCriticality (indexed by levee.Criticality) optionally adds a
+// separate bucket per criticality, checked as well. A request over quota is
+// rejected with Reason Quota and RetryAfter the time until a token is
+// available.
+type Quota struct {
+	Rate          float64
+	Burst         int
+	ByCriticality [levee.NumCriticalities]Limit
+}
+
+// WithSignals sets the resource signals. The process is overloaded when any
+// signal's Value is above its Target. Nil signals are ignored. Without
+// signals nothing is ever shed for overload (deadlines and quotas still
+// apply).
+func WithSignals(s ...levee.Signal) Option {
+	return func(c *config) {
+		for _, x := range s {
+			if x != nil {
+				c.signals = append(c.signals, x)
+			}
+		}
+	}
+}
+
+// WithPeriod sets the control period at which Run calls Step. Default 50ms;
+// values ≤ 0 are ignored.
+func WithPeriod(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.period = d
+		}
+	}
+}
+
+// WithRoute sets the function that names a request's route (for example the
+// HTTP pattern or the gRPC method). Service time is learned per route in a
+// bounded table; requests whose time left is below their route's service
+// time are rejected with Reason Deadline. The function is called on the
+// accept path and should not allocate. Default: every request is one route.
+func WithRoute(f func(ctx context.Context) string) Option {
+	return func(c *config) { c.route = f }
+}
+
+// WithQuota limits tenant to q. Later calls for the same tenant replace
+// earlier ones. An empty tenant name is ignored.
+func WithQuota(tenant string, q Quota) Option {
+	return func(c *config) {
+		if tenant == "" {
+			return
+		}
+		for i := range c.quotas {
+			if c.quotas[i].tenant == tenant {
+				c.quotas[i].q = q
+				return
+			}
+		}
+		c.quotas = append(c.quotas, tenantQuota{tenant, q})
+	}
+}
+
+// WithSeed sets the seed of the counter-based fractions that decide which
+// requests of a partly shed class are rejected. The same seed and the same
+// sequence of calls give the same decisions. Default 0.
+func WithSeed(seed uint64) Option {
+	return func(c *config) { c.seed = seed }
+}
+
+// WithDegrade sets the degradation controller the Controller steps with its
+// load. Default: degrade.New().
+func WithDegrade(d *degrade.Controller) Option {
+	return func(c *config) {
+		if d != nil {
+			c.degrade = d
+		}
+	}
+}
+
+// WithObserver sets a function called with every state change (overload
+// start and end, degradation level change, drills, no-retry). It is called
+// from Step only, never per request, and must not call back into Step.
+func WithObserver(f func(Event)) Option {
+	return func(c *config) { c.observer = f }
+}
+
+// WithLogger sets the logger state changes are logged to, once each, never
+// per request. Default: no logging.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// SignalState is one signal's reading at the last Step.
+type SignalState struct {
+	Name          string
+	Value, Target float64
+}
+
+// Snapshot is the Controller's state for metrics, status pages and reports.
+// Counters are cumulative since New.
+type Snapshot struct {
+	// Time of the last Step.
+	Time time.Time
+	// Overloaded reports whether any signal was above its target at the
+	// last Step, or shedding is still in progress.
+	Overloaded bool
+	// Load is the maximum over signals of value ÷ target (1.0 = at target).
+	Load float64
+	// ShedLevel: 0 nothing shed … 4 everything shed; the integer part is the
+	// number of criticalities fully shed (from Sheddable up), the fraction
+	// the share shed of the next one.
+	ShedLevel float64
+	// AdmitFraction is the share of overload-eligible demand the controller
+	// currently lets through (1 = no shedding).
+	AdmitFraction float64
+	// DegradeLevel is the degradation level in force.
+	DegradeLevel degrade.Level
+	// Signals holds each signal's last reading.
+	Signals []SignalState
+	// Admitted counts admitted requests per criticality (indexed by
+	// levee.Criticality).
+	Admitted [levee.NumCriticalities]uint64
+	// Rejected counts rejections per criticality and levee.Reason.
+	Rejected [levee.NumCriticalities][NumReasons]uint64
+	// DownstreamOverloaded counts tickets finished with a downstream
+	// *levee.RejectedError of Reason Overloaded.
+	DownstreamOverloaded uint64
+	// ShedSeconds and DegradedSeconds are the cumulative times spent
+	// shedding and at a degradation level above 0.
+	ShedSeconds, DegradedSeconds float64
+	// RetryShare is the recent share of requests that were retries
+	// (levee.Call.Attempt ≥ 1).
+	RetryShare float64
+	// NoRetry reports whether overload rejections currently say "don't
+	// retry" (RetryShare above twice the default retry budget ratio).
+	NoRetry bool
+	// RetryAfter is the advice given with Sheddable overload rejections;
+	// SheddablePlus gets a longer one.
+	RetryAfter time.Duration
+	// CapacityRPS estimates the admitted rate at which the signals sit at
+	// their targets.
+	CapacityRPS float64
+	// FairShareRPS is the per-tenant fair share (capacity ÷ active tenants)
+	// and ActiveTenants the estimated number of active tenants.
+	FairShareRPS  float64
+	ActiveTenants int
+}
+
+// EventKind says what changed.
+type EventKind uint8
+
+// Event kinds.
+const (
+	OverloadStart EventKind = iota + 1
+	OverloadEnd
+	DegradeChanged
+	DrillStart
+	DrillEnd
+	NoRetryStart
+	NoRetryEnd
+)
+
+var eventNames = [...]string{"", "overload_start", "overload_end", "degrade_changed", "drill_start", "drill_end", "no_retry_start", "no_retry_end"}
+
+// String returns a snake_case name such as "overload_start".
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// Event is a state change reported to the observer.
+type Event struct {
+	Time     time.Time
+	Kind     EventKind
+	Snapshot Snapshot
+}

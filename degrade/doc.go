@@ -1,0 +1,15 @@
+// Package degrade decides when a service should degrade gracefully — serve
+// a cheaper answer — before its admission controller starts rejecting
+// requests.
+//
+// A Controller turns the load (the maximum over resource signals of
+// value ÷ target, 1.0 being the point where package admit starts shedding)
+// into a Level: 0 normal, 1..Max degraded. Levels are entered at a lower
+// target than shedding (default 0.85 of it), so degradation comes first,
+// and left with hysteresis and a hold time so they do not flap. Handlers read
+// the level from their request context with FromContext (admit and the HTTP
+// and gRPC adapters put it there) and decide what a degraded answer is.
+//
+// Degraded code paths rot when they are never run, so Force sets a level for
+// a drill and the drill ends on its own at the given time.
+package degrade
