@@ -115,12 +115,14 @@ func CheckStage(ctx context.Context, need time.Duration) error {
 	return CheckStageAt(ctx, need, time.Now())
 }
 
-// CheckStageAt is CheckStage at the given time, for virtual time.
+// CheckStageAt is CheckStage at the given time, for virtual time: the
+// deadline is compared with now, not with the wall clock, and only an
+// explicit cancellation of ctx counts by itself.
 func CheckStageAt(ctx context.Context, need time.Duration, now time.Time) error {
-	if ctx.Err() != nil {
+	dl, ok := ctx.Deadline()
+	if err := ctx.Err(); err != nil && (!ok || err == context.Canceled) {
 		return errStageDeadline
 	}
-	dl, ok := ctx.Deadline()
 	if !ok {
 		return nil
 	}
