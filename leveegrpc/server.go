@@ -1,0 +1,333 @@
+package leveegrpc
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/wire"
+)
+
+// Server applies admission control to a gRPC server: install its InHandle
+// (the cheapest rejection, before the request is decoded), its interceptors,
+// or both; each request is admitted exactly once. Build it with NewServer;
+// it is safe for concurrent use.
+type Server struct {
+	c        *admit.Controller
+	trust    func(ctx context.Context) bool
+	tenant   func(ctx context.Context) string
+	exempt   func(method string) bool
+	load     bool
+	inflight atomic.Int64
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTrust sets the function that says whether the caller of a request may
+// be believed about its criticality and tenant. ctx carries the caller's
+// peer (peer.FromContext) and incoming metadata; the function runs on the
+// connection's reader goroutine when called from InHandle, so it must be
+// quick and must not block. Default: nobody is trusted. An untrusted caller
+// may lower its criticality but never raise it above CRITICAL, and its
+// levee-tenant metadata is ignored. A nil f restores the default.
+func WithTrust(f func(ctx context.Context) bool) Option {
+	return func(s *Server) { s.trust = f }
+}
+
+// WithTenant sets the function that names the tenant of an untrusted caller,
+// typically from its authentication (peer.AuthInfo, a verified token).
+// Returning "" falls back to the default: the caller's network prefix (/24
+// for IPv4, /64 for IPv6, "unknown" for non-IP transports), so a caller
+// rotating ids buys nothing. Ids longer than 64 bytes or not printable ASCII
+// are hashed. The same rules as WithTrust apply: quick, non-blocking. A nil
+// f restores the default.
+func WithTenant(f func(ctx context.Context) string) Option {
+	return func(s *Server) { s.tenant = f }
+}
+
+// WithExempt sets the function that says which methods (full names,
+// "/package.Service/Method") are never shed: they are not admitted at all,
+// only given their levee.Call. Default: the gRPC health service
+// ("/grpc.health.v1.Health/"), so that "overloaded" never fails a liveness
+// or readiness probe. A nil f exempts nothing.
+func WithExempt(f func(method string) bool) Option {
+	return func(s *Server) {
+		if f == nil {
+			f = func(string) bool { return false }
+		}
+		s.exempt = f
+	}
+}
+
+// WithLoadReport makes the interceptors send the trailer levee-load with the
+// controller's Load (max over signals of value ÷ target, 1.0 = at target)
+// on every response, for load balancers. Default off: it costs a trailer per
+// call.
+func WithLoadReport(on bool) Option {
+	return func(s *Server) { s.load = on }
+}
+
+// HealthPrefix is the method prefix of the gRPC health service, exempt from
+// admission by default.
+const HealthPrefix = "/grpc.health.v1.Health/"
+
+func isHealth(method string) bool { return strings.HasPrefix(method, HealthPrefix) }
+
+// NewServer returns a Server admitting requests through c. A nil c admits
+// everything (the levee.Call is still read from the metadata and carried in
+// the context).
+func NewServer(c *admit.Controller, opts ...Option) *Server {
+	s := &Server{c: c, exempt: isHealth}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// ServerOptions returns the options that install s completely:
+// grpc.InTapHandle(s.InHandle) and the unary and stream interceptors
+// (chained, so other interceptors can be added with their own
+// grpc.ChainUnaryInterceptor options; levee's run first).
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.InTapHandle(s.InHandle),
+		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor),
+		grpc.ChainStreamInterceptor(s.StreamServerInterceptor),
+	}
+}
+
+// InFlight returns the number of requests admitted whose ticket has not yet
+// been released: for status pages and for tests that check that nothing
+// leaks.
+func (s *Server) InFlight() int64 { return s.inflight.Load() }
+
+// admitted is a ticket taken by InHandle, handed to the interceptors through
+// the context the tap returns (key admittedKey). Whoever sees the request
+// end first releases it: the interceptor when the handler returns, or, when
+// no interceptor runs (unknown method, interceptors not installed, stream
+// aborted before its handler), context.AfterFunc on the stream's context,
+// which gRPC cancels whenever a stream ends.
+type admitted struct {
+	s        *Server
+	ticket   admit.Ticket
+	released atomic.Bool
+	stop     func() bool
+}
+
+type admittedKey struct{}
+
+func (a *admitted) release(err error) {
+	if a.released.CompareAndSwap(false, true) {
+		a.ticket.Done(err)
+		a.s.inflight.Add(-1)
+	}
+}
+
+// InHandle is a tap.ServerInHandle (install it with grpc.InTapHandle): it
+// admits the request from its headers alone, before gRPC creates the stream
+// and decodes any message. A rejection ends the stream with the status of
+// Status (no trailers: a tap cannot send them, so the delay and "no-retry"
+// travel in the status details only; grpc-go's built-in retry does not read
+// them, levee clients do).
+//
+// The admitted ticket travels in the returned context; the interceptors
+// release it when the handler returns. Without the interceptors it is
+// released when the stream's context ends, and the handler's context does
+// not carry the degradation level.
+func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
+	call := s.callFrom(ctx, info.Header)
+	ctx = levee.WithCall(ctx, call)
+	if s.c == nil || s.exempt(info.FullMethodName) {
+		return ctx, nil
+	}
+	t, err := s.c.Admit(ctx)
+	if err != nil {
+		return nil, rejectStatus(err).Err()
+	}
+	s.inflight.Add(1)
+	a := &admitted{s: s, ticket: t}
+	if l := t.DegradeLevel(); l != 0 {
+		ctx = degrade.WithLevel(ctx, l)
+	}
+	ctx = context.WithValue(ctx, admittedKey{}, a)
+	a.stop = context.AfterFunc(ctx, func() { a.release(ctx.Err()) })
+	return ctx, nil
+}
+
+// UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
+// grpc.ChainUnaryInterceptor or grpc.UnaryInterceptor). It admits the
+// request unless InHandle already did, puts its levee.Call and degradation
+// level in the handler's context, releases the ticket when the handler
+// returns, and maps the handler's levee rejections (see Error), sending the
+// grpc-retry-pushback-ms trailer with them.
+func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+		a.stop()
+		defer func() { a.release(err); err = s.finish(ctx, err, nil) }()
+		return handler(ctx, req)
+	}
+	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
+	if s.c == nil || s.exempt(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	t, aerr := s.c.Admit(ctx)
+	if aerr != nil {
+		st := rejectStatus(aerr)
+		if md := Pushback(levee.AsRejected(aerr)); md != nil {
+			_ = grpc.SetTrailer(ctx, md)
+		}
+		return nil, st.Err()
+	}
+	s.inflight.Add(1)
+	if l := t.DegradeLevel(); l != 0 {
+		ctx = degrade.WithLevel(ctx, l)
+	}
+	defer func() {
+		t.Done(err)
+		s.inflight.Add(-1)
+		err = s.finish(ctx, err, nil)
+	}()
+	return handler(ctx, req)
+}
+
+// StreamServerInterceptor is a grpc.StreamServerInterceptor (install it with
+// grpc.ChainStreamInterceptor or grpc.StreamInterceptor). It works as
+// UnaryServerInterceptor does, for the whole life of the stream: the ticket
+// is released when the handler returns, however the stream ended.
+func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	ctx := ss.Context()
+	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+		a.stop()
+		defer func() { a.release(err); err = s.finish(ctx, err, ss) }()
+		return handler(srv, ss)
+	}
+	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
+	ws := &serverStream{ServerStream: ss, ctx: ctx}
+	if s.c == nil || s.exempt(info.FullMethod) {
+		return handler(srv, ws)
+	}
+	t, aerr := s.c.Admit(ctx)
+	if aerr != nil {
+		st := rejectStatus(aerr)
+		if md := Pushback(levee.AsRejected(aerr)); md != nil {
+			ss.SetTrailer(md)
+		}
+		return st.Err()
+	}
+	s.inflight.Add(1)
+	if l := t.DegradeLevel(); l != 0 {
+		ws.ctx = degrade.WithLevel(ctx, l)
+	}
+	defer func() {
+		t.Done(err)
+		s.inflight.Add(-1)
+		err = s.finish(ctx, err, ss)
+	}()
+	return handler(srv, ws)
+}
+
+// serverStream gives the handler the context carrying the levee.Call.
+type serverStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *serverStream) Context() context.Context { return w.ctx }
+
+// finish maps the handler's error (the mid-tier mapping) and adds the
+// trailers: the pushback of a mapped rejection and, if enabled, the load.
+// ss is nil for unary calls.
+func (s *Server) finish(ctx context.Context, err error, ss grpc.ServerStream) error {
+	var md metadata.MD
+	if err != nil {
+		if rej := levee.AsRejected(err); rej != nil {
+			up := upward(rej)
+			md = Pushback(up)
+			err = Status(up).Err()
+		}
+	}
+	if s.load && s.c != nil {
+		var b [24]byte
+		lv := string(wire.AppendLoad(b[:0], s.c.Load()))
+		if md == nil {
+			md = metadata.MD{}
+		}
+		md[wire.MdLoad] = []string{lv}
+	}
+	if md != nil {
+		if ss != nil {
+			ss.SetTrailer(md)
+		} else {
+			_ = grpc.SetTrailer(ctx, md)
+		}
+	}
+	return err
+}
+
+// rejectStatus is the status for an error returned by admit.
+func rejectStatus(err error) *status.Status {
+	return Status(levee.AsRejected(err))
+}
+
+// callFrom reads the request's levee.Call from its metadata: md when given
+// (the tap's raw headers), else the context's incoming metadata.
+func (s *Server) callFrom(ctx context.Context, md metadata.MD) levee.Call {
+	get := func(key string) []string {
+		if md != nil {
+			return md[key]
+		}
+		return metadata.ValueFromIncomingContext(ctx, key)
+	}
+	var call levee.Call
+	trusted := s.trust != nil && s.trust(ctx)
+	if c, ok := wire.ParseCriticality(get(wire.MdCriticality)); ok {
+		if !trusted && c.Rank() > levee.Critical.Rank() {
+			c = levee.Critical
+		}
+		call.Criticality = c
+	}
+	call.Attempt, _ = wire.ParseAttempt(get(wire.MdAttempt))
+	if trusted {
+		call.Tenant, _ = wire.ParseTenant(get(wire.MdTenant))
+	}
+	if call.Tenant == "" && s.tenant != nil {
+		if t := s.tenant(ctx); t != "" {
+			call.Tenant, _ = wire.ParseTenant([]string{t})
+		}
+	}
+	if call.Tenant == "" {
+		call.Tenant = peerTenant(ctx)
+	}
+	return call
+}
+
+// peerTenant is the network prefix of the caller's address.
+func peerTenant(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.Addr == nil {
+		return "unknown"
+	}
+	var addr netip.Addr
+	switch a := p.Addr.(type) {
+	case *net.TCPAddr:
+		addr, _ = netip.AddrFromSlice(a.IP)
+	case *net.UDPAddr:
+		addr, _ = netip.AddrFromSlice(a.IP)
+	default:
+		return wire.PeerTenant(p.Addr.String())
+	}
+	var b [48]byte
+	return string(wire.AppendPeerTenant(b[:0], addr))
+}

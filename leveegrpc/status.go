@@ -1,0 +1,242 @@
+package leveegrpc
+
+import (
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/wire"
+)
+
+// ErrorDomain is the google.rpc.ErrorInfo domain of the status details
+// levee attaches to its rejections.
+const ErrorDomain = "levee.dev"
+
+// Keys of the ErrorInfo metadata levee attaches to its rejections. The
+// values use the HTTP headers' formats (see internal/wire): the
+// Levee-Reject value ("overloaded", "overloaded; no-retry", "quota", ...) and
+// the delay in whole milliseconds.
+const (
+	InfoReject       = "reject"
+	InfoRetryAfterMs = "retry-after-ms"
+)
+
+// Code returns the gRPC status code of a levee rejection with reason r:
+// Overloaded and Throttled → Unavailable, Quota → ResourceExhausted,
+// Deadline → DeadlineExceeded. An invalid r gives Unavailable.
+func Code(r levee.Reason) codes.Code {
+	switch r {
+	case levee.Quota:
+		return codes.ResourceExhausted
+	case levee.Deadline:
+		return codes.DeadlineExceeded
+	default:
+		return codes.Unavailable
+	}
+}
+
+// Status returns the gRPC status that tells a client about rej: the code of
+// Code(rej.Reason), rej's message, and the details levee clients read: a
+// google.rpc.ErrorInfo (domain ErrorDomain, reason "OVERLOADED", "QUOTA",
+// "DEADLINE" or "THROTTLED", metadata InfoReject and InfoRetryAfterMs) and,
+// when the client may retry after a delay, a google.rpc.RetryInfo with that
+// delay. A Throttled rejection is sent as "overloaded; no-retry" (the caller
+// of a throttled client must not retry either). A nil rej gives an
+// Unavailable status without details.
+//
+// Status is what the tap returns, since a tap cannot send trailers;
+// interceptors send the same status plus the grpc-retry-pushback-ms trailer
+// returned by Pushback.
+func Status(rej *levee.RejectedError) *status.Status {
+	if rej == nil {
+		return status.New(codes.Unavailable, "leveegrpc: rejected")
+	}
+	reason, noRetry := rej.Reason, rej.NoRetry
+	if reason == levee.Throttled || reason == 0 || reason > levee.Throttled {
+		reason, noRetry = levee.Overloaded, true
+	}
+	st := status.New(Code(reason), rej.Error())
+	info := &errdetails.ErrorInfo{
+		Reason: upperReason[reason],
+		Domain: ErrorDomain,
+		Metadata: map[string]string{
+			InfoReject: wire.FormatReject(reason, noRetry),
+		},
+	}
+	var err error
+	if rej.RetryAfter > 0 && !noRetry {
+		info.Metadata[InfoRetryAfterMs] = wire.FormatRetryAfterMs(rej.RetryAfter)
+		st, err = st.WithDetails(info, &errdetails.RetryInfo{RetryDelay: durationpb.New(rej.RetryAfter)})
+	} else {
+		st, err = st.WithDetails(info)
+	}
+	if err != nil { // unreachable: the code is never OK and the details marshal
+		return status.New(Code(reason), rej.Error())
+	}
+	return st
+}
+
+var upperReason = [...]string{
+	levee.Overloaded: "OVERLOADED",
+	levee.Quota:      "QUOTA",
+	levee.Deadline:   "DEADLINE",
+	levee.Throttled:  "THROTTLED",
+}
+
+// Pushback returns the grpc-retry-pushback-ms trailer for rej (gRFC A6, read
+// by grpc-go's own retry as well as by levee clients): "-1" when the client
+// must not retry (NoRetry, or Throttled), the delay in whole milliseconds
+// (rounded up) when there is one, and nil (no trailer) for Deadline
+// rejections and rejections without advice.
+func Pushback(rej *levee.RejectedError) metadata.MD {
+	if rej == nil || rej.Reason == levee.Deadline {
+		return nil
+	}
+	if rej.NoRetry || rej.Reason == levee.Throttled {
+		return metadata.MD{wire.MdRetryPushbackMs: noRetryPushback}
+	}
+	if rej.RetryAfter <= 0 {
+		return nil
+	}
+	return metadata.MD{wire.MdRetryPushbackMs: []string{wire.FormatRetryAfterMs(rej.RetryAfter)}}
+}
+
+// noRetryPushback is shared: grpc-go only reads trailer values.
+var noRetryPushback = []string{"-1"}
+
+// Rejection reads a levee rejection from err, the error of a gRPC call, and
+// trailer, the call's trailer metadata (nil if unknown). It returns nil when
+// err is not a levee rejection. The rules, in order:
+//
+//   - DeadlineExceeded is always a Deadline rejection (the deadline passed
+//     somewhere; retrying cannot create time).
+//   - Unavailable or ResourceExhausted is a rejection only when the server
+//     said so: a levee ErrorInfo in the details, a google.rpc.RetryInfo, or a
+//     grpc-retry-pushback-ms trailer. Then Unavailable is Overloaded and
+//     ResourceExhausted is Quota; plain Unavailable (connection refused,
+//     server stopping) and ResourceExhausted (message too large) are not
+//     rejections.
+//   - RetryAfter is the longest of the RetryInfo delay, the ErrorInfo delay
+//     and the pushback; NoRetry is set by a negative pushback or a
+//     "no-retry" ErrorInfo.
+//
+// An error that already carries a *levee.RejectedError (a local throttle
+// decision, a rejection returned by this package's client) is returned as
+// it is.
+func Rejection(err error, trailer metadata.MD) *levee.RejectedError {
+	if err == nil {
+		return nil
+	}
+	if rej := levee.AsRejected(err); rej != nil {
+		return rej
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	code := st.Code()
+	switch code {
+	case codes.DeadlineExceeded:
+		return deadlineRejection
+	case codes.Unavailable, codes.ResourceExhausted:
+	default:
+		return nil
+	}
+	var (
+		rej    levee.RejectedError
+		marked bool
+	)
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.ErrorInfo:
+			if d.GetDomain() != ErrorDomain {
+				continue
+			}
+			md := d.GetMetadata()
+			if r, noRetry, ok := wire.ParseReject([]string{md[InfoReject]}); ok {
+				marked = true
+				rej.Reason = r
+				rej.NoRetry = rej.NoRetry || noRetry
+			}
+			if ra, _, ok := wire.ParseRetryAfterMs([]string{md[InfoRetryAfterMs]}); ok {
+				marked = true
+				rej.RetryAfter = max(rej.RetryAfter, ra)
+			}
+		case *errdetails.RetryInfo:
+			marked = true
+			ra := min(max(d.GetRetryDelay().AsDuration(), 0), wire.MaxRetryAfter)
+			rej.RetryAfter = max(rej.RetryAfter, ra)
+		}
+	}
+	if v := trailer[wire.MdRetryPushbackMs]; len(v) > 0 {
+		ra, noRetry, ok := wire.ParseRetryAfterMs(v)
+		if ok {
+			marked = true
+			rej.RetryAfter = max(rej.RetryAfter, ra)
+		}
+		if noRetry {
+			marked = true
+			rej.NoRetry = true
+		}
+	}
+	if !marked {
+		return nil
+	}
+	// The code decides the reason: a server that says QUOTA on Unavailable
+	// is treated by what clients and proxies see, the code.
+	if code == codes.ResourceExhausted {
+		rej.Reason = levee.Quota
+	} else {
+		rej.Reason = levee.Overloaded
+	}
+	if rej.NoRetry {
+		rej.RetryAfter = 0
+	}
+	return &rej
+}
+
+var deadlineRejection = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
+
+// upward is the mid-tier mapping: what a server tells its own caller when
+// a call it made downstream failed with rej.
+//
+//   - Overloaded (after this tier's retries, or with NoRetry) and Throttled
+//     (local throttling, exhausted retry budget) → Overloaded with NoRetry:
+//     only the layer directly above the overloaded one retries.
+//   - Quota → Quota with the downstream delay (the tenant's quota is the
+//     same at every tier).
+//   - Deadline → Deadline.
+func upward(rej *levee.RejectedError) *levee.RejectedError {
+	switch rej.Reason {
+	case levee.Quota:
+		return rej
+	case levee.Deadline:
+		return deadlineRejection
+	default:
+		return overloadedNoRetry
+	}
+}
+
+var overloadedNoRetry = &levee.RejectedError{Reason: levee.Overloaded, NoRetry: true}
+
+// Error returns the error a gRPC handler should return for err: when err
+// carries a *levee.RejectedError (from this package's client, from
+// levee.CheckStage, ...) a status error with the mid-tier mapping of the
+// package documentation (downstream overload or throttling → Unavailable
+// "no-retry"; quota → ResourceExhausted with its delay; deadline →
+// DeadlineExceeded), with levee's status details; otherwise err unchanged.
+//
+// Servers using this package's interceptors need not call it: they apply the
+// same mapping to the handler's error and also send the
+// grpc-retry-pushback-ms trailer, which Error alone cannot.
+func Error(err error) error {
+	rej := levee.AsRejected(err)
+	if rej == nil {
+		return err
+	}
+	return Status(upward(rej)).Err()
+}
