@@ -29,8 +29,8 @@ func TestParseCPUMax(t *testing.T) {
 		{in: " 50000 100000\n", wantErr: true},
 		{in: "50000 100000 7\n", wantErr: true},
 		{in: "50000 0\n", wantErr: true},
-		{in: "500 100000\n", wantErr: true},        // quota below the kernel's 1 ms
-		{in: "50000 2000000\n", wantErr: true},     // period above 1 s
+		{in: "500 100000\n", wantErr: true},    // quota below the kernel's 1 ms
+		{in: "50000 2000000\n", wantErr: true}, // period above 1 s
 		{in: "max 100000\nmax 100000\n", wantErr: true},
 		{in: "99999999999999999999 100000\n", wantErr: true},
 		{in: "5e4 100000\n", wantErr: true},
