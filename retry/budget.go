@@ -1,0 +1,230 @@
+package retry
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Budget limits retries across many calls, so that a struggling dependency
+// sees at most a bounded share of extra load however many callers fail at
+// once. A retry is allowed while either
+//
+//   - the ratio part has room: retries in the last Window (10 s) stay at or
+//     below Ratio (10%) of the requests in that window, or
+//   - the floor has room: fewer than Floor (60) retries were allowed by the
+//     floor in the last FloorWindow (1 min) — the founding text's "60 retries
+//     per process per minute", which lets a quiet client still retry.
+//
+// So a busy client adds at most ×1.1 load and a quiet one at most 60 retries
+// a minute. When neither has room the retry is refused at once: the caller
+// fails without sending (Do returns a *GiveUpError matching
+// ErrBudgetExhausted).
+//
+// The ratio window is a ring of 10 buckets; the floor is a sliding log of
+// its last Floor grant times (exact: never more than Floor grants in any
+// FloorWindow). Both are lock-free and allocation-free; under concurrency a
+// grant may overshoot by the number of goroutines racing on the same check.
+// A Budget is safe for concurrent use. Create one with NewBudget; the zero
+// Budget allows nothing.
+type Budget struct {
+	unlimited bool
+
+	ratio    float64
+	bucketUs int64
+	ring     []budgetBucket
+
+	floorUs int64
+	log     []atomic.Int64 // grant times (µs) of the floor, oldest at head
+	head    atomic.Uint64
+
+	requests, retries, refused atomic.Uint64
+}
+
+type budgetBucket struct {
+	epoch atomic.Int64
+	req   atomic.Int64
+	ret   atomic.Int64
+	_     [40]byte // one bucket per cache line
+}
+
+const (
+	ratioBuckets = 10
+	emptySlot    = math.MinInt64
+)
+
+type budgetConfig struct {
+	ratio       float64
+	window      time.Duration
+	floor       int
+	floorWindow time.Duration
+}
+
+// BudgetOption configures NewBudget.
+type BudgetOption func(*budgetConfig)
+
+// WithRatio sets the share of requests that may be retried (default 0.1)
+// over window (default 10s, rounded to tenths). ratio 0 disables the ratio
+// part, leaving only the floor: NewBudget(WithRatio(0, 0)) is the founding
+// text's "60 per minute, then fail at once". Negative or NaN ratios count as
+// 0; a window ≤ 0 keeps the default.
+func WithRatio(ratio float64, window time.Duration) BudgetOption {
+	return func(c *budgetConfig) {
+		if !(ratio > 0) {
+			ratio = 0
+		}
+		c.ratio = ratio
+		if window > 0 {
+			c.window = window
+		}
+	}
+}
+
+// WithFloor sets the floor: n retries (default 60) in any window of length
+// per (default 1 minute) are allowed whatever the ratio says. n ≤ 0
+// disables the floor; per ≤ 0 keeps the default. The floor keeps n grant
+// times, so n costs 8 bytes each.
+func WithFloor(n int, per time.Duration) BudgetOption {
+	return func(c *budgetConfig) {
+		if n < 0 {
+			n = 0
+		}
+		c.floor = n
+		if per > 0 {
+			c.floorWindow = per
+		}
+	}
+}
+
+// NewBudget returns a Budget; with no options it allows retries up to 10% of
+// requests over 10 s plus 60 per minute.
+func NewBudget(opts ...BudgetOption) *Budget {
+	c := budgetConfig{ratio: 0.1, window: 10 * time.Second, floor: 60, floorWindow: time.Minute}
+	for _, o := range opts {
+		o(&c)
+	}
+	b := &Budget{ratio: c.ratio, floorUs: c.floorWindow.Microseconds()}
+	if c.ratio > 0 {
+		b.bucketUs = max(c.window.Microseconds()/ratioBuckets, 1)
+		b.ring = make([]budgetBucket, ratioBuckets)
+		for i := range b.ring {
+			b.ring[i].epoch.Store(emptySlot)
+		}
+	}
+	if c.floor > 0 {
+		b.log = make([]atomic.Int64, c.floor)
+		for i := range b.log {
+			b.log[i].Store(emptySlot)
+		}
+	}
+	return b
+}
+
+var defaultBudget = sync.OnceValue(func() *Budget { return NewBudget() })
+
+// DefaultBudget returns the process-wide Budget (NewBudget() defaults) used
+// by every Policy whose Budget is nil. It is built on first use and is the
+// one piece of package-level state in levee: the founding text's budget is
+// per process, so every client without its own shares it.
+func DefaultBudget() *Budget { return defaultBudget() }
+
+var unlimited = &Budget{unlimited: true}
+
+// Unlimited returns a Budget that allows every retry: the naive clients of
+// the simulator. Do not use it in production.
+func Unlimited() *Budget { return unlimited }
+
+// micros returns t as microseconds since 1970, valid for every year from 1
+// to 9999 (UnixNano overflows outside 1678..2262).
+func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
+
+func (b *Budget) bucket(e int64) *budgetBucket {
+	x := &b.ring[uint64(e)%ratioBuckets]
+	if ep := x.epoch.Load(); ep != e && (ep == emptySlot || ep < e) && x.epoch.CompareAndSwap(ep, e) {
+		x.req.Store(0)
+		x.ret.Store(0)
+	}
+	return x
+}
+
+// RequestAt counts a first attempt (not a retry) made at now. Do and Begin
+// call it; call it yourself only when you use TryRetryAt directly. Safe for
+// concurrent use, no allocation.
+func (b *Budget) RequestAt(now time.Time) {
+	if b == nil || b.unlimited {
+		return
+	}
+	b.requests.Add(1)
+	if b.ring == nil {
+		return
+	}
+	b.bucket(micros(now) / b.bucketUs).req.Add(1)
+}
+
+// TryRetryAt reports whether a retry may be sent at now and, if so, counts
+// it. A false answer means: fail now, without sending. A nil Budget allows
+// nothing. Safe for concurrent use, no allocation.
+func (b *Budget) TryRetryAt(now time.Time) bool {
+	if b == nil {
+		return false
+	}
+	if b.unlimited {
+		return true
+	}
+	us := micros(now)
+	if b.ring != nil {
+		e := us / b.bucketUs
+		var req, ret int64
+		for i := range b.ring {
+			x := &b.ring[i]
+			if ep := x.epoch.Load(); ep != emptySlot && ep <= e && ep > e-ratioBuckets {
+				req += x.req.Load()
+				ret += x.ret.Load()
+			}
+		}
+		if float64(ret+1) <= b.ratio*float64(req) {
+			b.bucket(e).ret.Add(1)
+			b.retries.Add(1)
+			return true
+		}
+	}
+	if n := uint64(len(b.log)); n > 0 {
+		for {
+			h := b.head.Load()
+			slot := &b.log[h%n]
+			old := slot.Load()
+			if old != emptySlot && us-old < b.floorUs {
+				break
+			}
+			if b.head.CompareAndSwap(h, h+1) {
+				slot.Store(us)
+				b.retries.Add(1)
+				return true
+			}
+		}
+	}
+	b.refused.Add(1)
+	return false
+}
+
+// Request is RequestAt(time.Now()).
+func (b *Budget) Request() { b.RequestAt(time.Now()) }
+
+// TryRetry is TryRetryAt(time.Now()).
+func (b *Budget) TryRetry() bool { return b.TryRetryAt(time.Now()) }
+
+// BudgetStats are cumulative counters of a Budget, for metrics.
+type BudgetStats struct {
+	// Requests counted by RequestAt.
+	Requests uint64
+	// Retries granted by TryRetryAt.
+	Retries uint64
+	// Refused retries: TryRetryAt said false.
+	Refused uint64
+}
+
+// Stats returns the Budget's cumulative counters (zero for Unlimited).
+func (b *Budget) Stats() BudgetStats {
+	return BudgetStats{Requests: b.requests.Load(), Retries: b.retries.Load(), Refused: b.refused.Load()}
+}
