@@ -1,53 +1,266 @@
-// Package limit provides adaptive concurrency limits (work in progress).
 package limit
 
-import "time"
+import (
+	"fmt"
+	"math"
+	"time"
+)
 
-// Limiter is an adaptive concurrency limit. Update is called once per
-// sample window with the window's round-trip time and peak in-flight count.
+// Limiter is an adaptive concurrency limit.
 type Limiter interface {
+	// Limit returns the current limit, at least 1.
 	Limit() int
+	// Update feeds one sample window ending at now: rtt is the window's
+	// round-trip time (non-positive values are ignored) and inflight the
+	// peak number of requests in flight during the window.
 	Update(now time.Time, rtt time.Duration, inflight int)
 }
 
-// Gradient is a gradient-based adaptive limit.
-type Gradient struct{ limit int }
+// Option configures a Gradient or an AIMD.
+type Option func(*params)
 
-// GradientOption configures a Gradient.
-type GradientOption func(*Gradient)
+type params struct {
+	initial, min, max int
+	smoothing         float64
+	tolerance         float64
+	longWindow        int
+	backoff           float64
+	threshold         time.Duration
+	minRTTWindow      time.Duration
+	errs              []string
+}
 
-// NewGradient returns a Gradient limit.
-func NewGradient(opts ...GradientOption) *Gradient {
-	g := &Gradient{limit: 20}
-	for _, o := range opts {
-		o(g)
+func defaults() params {
+	return params{
+		initial: 20, min: 4, max: 1000,
+		smoothing: 0.2, tolerance: 1.5, longWindow: 600,
+		backoff: 0.9, minRTTWindow: 30 * time.Second,
 	}
-	return g
+}
+
+func (p *params) bad(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Sprintf(format, args...))
+}
+
+func build(opts []Option) params {
+	p := defaults()
+	for _, o := range opts {
+		o(&p)
+	}
+	if p.min > p.max {
+		p.bad("min limit %d above max limit %d", p.min, p.max)
+	}
+	if p.initial < p.min || p.initial > p.max {
+		p.bad("initial limit %d outside [min %d, max %d]", p.initial, p.min, p.max)
+	}
+	if len(p.errs) > 0 {
+		panic("limit: " + p.errs[0])
+	}
+	return p
+}
+
+// WithInitialLimit sets the limit before any sample. Default 20; range
+// [min limit, max limit].
+func WithInitialLimit(n int) Option { return func(p *params) { p.initial = n } }
+
+// WithMinLimit sets the lowest limit. Default 4; range [1, max limit]. A
+// minimum above 1 keeps a slow but healthy dependency from being starved.
+func WithMinLimit(n int) Option {
+	return func(p *params) {
+		if n < 1 {
+			p.bad("WithMinLimit(%d): must be ≥ 1", n)
+		}
+		p.min = n
+	}
+}
+
+// WithMaxLimit sets the highest limit. Default 1000; range [min limit, 1e9].
+func WithMaxLimit(n int) Option {
+	return func(p *params) {
+		if n < 1 || n > 1e9 {
+			p.bad("WithMaxLimit(%d): must be in [1, 1e9]", n)
+		}
+		p.max = n
+	}
+}
+
+// WithTolerance sets how much slower than its baseline a window may be
+// before the limit shrinks. Gradient: the baseline is the long RTT average;
+// AIMD: the minimum RTT (when no fixed threshold is set). Default 1.5
+// (Gradient and AIMD alike); range [1, 100].
+func WithTolerance(f float64) Option {
+	return func(p *params) {
+		if !(f >= 1 && f <= 100) {
+			p.bad("WithTolerance(%v): must be in [1, 100]", f)
+		}
+		p.tolerance = f
+	}
+}
+
+// WithSmoothing sets the Gradient's weight of a new estimate against the
+// current limit (1 = no smoothing). Default 0.2; range (0, 1].
+func WithSmoothing(f float64) Option {
+	return func(p *params) {
+		if !(f > 0 && f <= 1) {
+			p.bad("WithSmoothing(%v): must be in (0, 1]", f)
+		}
+		p.smoothing = f
+	}
+}
+
+// WithLongWindow sets the number of windows the Gradient's long RTT
+// average spans (an exponential average with weight 2/(n+1)). Default 600
+// (one minute of 100 ms windows); range [1, 1e6].
+func WithLongWindow(n int) Option {
+	return func(p *params) {
+		if n < 1 || n > 1e6 {
+			p.bad("WithLongWindow(%d): must be in [1, 1e6]", n)
+		}
+		p.longWindow = n
+	}
+}
+
+// WithBackoff sets the AIMD's multiplicative decrease. Default 0.9; range
+// [0.1, 1).
+func WithBackoff(f float64) Option {
+	return func(p *params) {
+		if !(f >= 0.1 && f < 1) {
+			p.bad("WithBackoff(%v): must be in [0.1, 1)", f)
+		}
+		p.backoff = f
+	}
+}
+
+// WithThreshold sets a fixed AIMD latency threshold: a window whose RTT is
+// above it shrinks the limit. Default 0 = adaptive (Tolerance × the
+// minimum RTT over MinRTTWindow); range [0, 1h].
+func WithThreshold(d time.Duration) Option {
+	return func(p *params) {
+		if d < 0 || d > time.Hour {
+			p.bad("WithThreshold(%v): must be in [0, 1h]", d)
+		}
+		p.threshold = d
+	}
+}
+
+// WithMinRTTWindow sets how long the AIMD remembers its minimum RTT, so
+// that a dependency that became permanently slower sets a new baseline.
+// Default 30s; range [1ms, 24h].
+func WithMinRTTWindow(d time.Duration) Option {
+	return func(p *params) {
+		if d < time.Millisecond || d > 24*time.Hour {
+			p.bad("WithMinRTTWindow(%v): must be in [1ms, 24h]", d)
+		}
+		p.minRTTWindow = d
+	}
+}
+
+func clamp(x float64, lo, hi int) float64 {
+	return math.Max(float64(lo), math.Min(float64(hi), x))
+}
+
+// Gradient is a gradient-based adaptive concurrency limit (see the package
+// documentation for the algorithm). The zero value is not usable; call
+// NewGradient. Not safe for concurrent use.
+type Gradient struct {
+	p      params
+	limit  float64
+	long   float64 // long RTT average, ns; 0 before the first sample
+	weight float64
+}
+
+var _ Limiter = (*Gradient)(nil)
+
+// NewGradient returns a Gradient limit at its initial value. It panics on
+// an out-of-range option (see the package documentation).
+func NewGradient(opts ...Option) *Gradient {
+	p := build(opts)
+	return &Gradient{p: p, limit: float64(p.initial), weight: 2 / (float64(p.longWindow) + 1)}
 }
 
 // Limit returns the current limit.
-func (g *Gradient) Limit() int { return g.limit }
+func (g *Gradient) Limit() int { return int(g.limit) }
 
-// Update feeds one sample window.
-func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {}
-
-// AIMD is an additive-increase multiplicative-decrease limit.
-type AIMD struct{ limit int }
-
-// AIMDOption configures an AIMD.
-type AIMDOption func(*AIMD)
-
-// NewAIMD returns an AIMD limit.
-func NewAIMD(opts ...AIMDOption) *AIMD {
-	a := &AIMD{limit: 20}
-	for _, o := range opts {
-		o(a)
+// Update feeds one window. now is not used: the Gradient's memory is
+// counted in windows.
+func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {
+	if rtt <= 0 {
+		return
 	}
-	return a
+	short := float64(rtt)
+	if g.long == 0 {
+		g.long = short
+	} else {
+		g.long += g.weight * (short - g.long)
+	}
+	// After a lasting drop in RTT the long average would hold the old,
+	// higher value for minutes and let the limit grow unchecked: pull it
+	// down faster.
+	if g.long > 2*short {
+		g.long *= 0.95
+	}
+	// App-limited: with less than half the limit in use, a good RTT says
+	// nothing about what a larger limit would do.
+	if float64(inflight) < g.limit/2 {
+		return
+	}
+	gradient := math.Max(0.5, math.Min(1, g.p.tolerance*g.long/short))
+	next := g.limit*gradient + math.Sqrt(g.limit)
+	g.limit = clamp(g.limit*(1-g.p.smoothing)+next*g.p.smoothing, g.p.min, g.p.max)
+}
+
+// AIMD is an additive-increase, multiplicative-decrease concurrency limit
+// (see the package documentation). The zero value is not usable; call
+// NewAIMD. Not safe for concurrent use.
+type AIMD struct {
+	p           params
+	limit       int
+	minRTT      time.Duration // minimum over the current MinRTTWindow
+	prevMinRTT  time.Duration // minimum over the previous one
+	windowStart time.Time
+}
+
+var _ Limiter = (*AIMD)(nil)
+
+// NewAIMD returns an AIMD limit at its initial value. It panics on an
+// out-of-range option (see the package documentation).
+func NewAIMD(opts ...Option) *AIMD {
+	p := build(opts)
+	return &AIMD{p: p, limit: p.initial}
 }
 
 // Limit returns the current limit.
 func (a *AIMD) Limit() int { return a.limit }
 
-// Update feeds one sample window.
-func (a *AIMD) Update(now time.Time, rtt time.Duration, inflight int) {}
+// Threshold returns the RTT above which a window shrinks the limit: the
+// fixed threshold, or Tolerance × the minimum RTT of the last one to two
+// MinRTTWindows; 0 before the first sample.
+func (a *AIMD) Threshold() time.Duration {
+	if a.p.threshold > 0 {
+		return a.p.threshold
+	}
+	m := a.minRTT
+	if a.prevMinRTT > 0 && (m == 0 || a.prevMinRTT < m) {
+		m = a.prevMinRTT
+	}
+	return time.Duration(float64(m) * a.p.tolerance)
+}
+
+// Update feeds one window ending at now.
+func (a *AIMD) Update(now time.Time, rtt time.Duration, inflight int) {
+	if rtt <= 0 {
+		return
+	}
+	if a.windowStart.IsZero() || now.Sub(a.windowStart) >= a.p.minRTTWindow || now.Before(a.windowStart) {
+		a.prevMinRTT, a.minRTT, a.windowStart = a.minRTT, 0, now
+	}
+	if a.minRTT == 0 || rtt < a.minRTT {
+		a.minRTT = rtt
+	}
+	switch th := a.Threshold(); {
+	case rtt > th:
+		a.limit = int(clamp(math.Floor(float64(a.limit)*a.p.backoff), a.p.min, a.p.max))
+	case 2*inflight >= a.limit:
+		a.limit = int(clamp(float64(a.limit+1), a.p.min, a.p.max))
+	}
+}

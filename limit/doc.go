@@ -1,0 +1,48 @@
+// Package limit computes adaptive concurrency limits: how many requests a
+// server (or a client, towards one dependency) should have in flight at
+// once, learned from the round-trip times it observes.
+//
+// # Goal
+//
+// Catch a slowing dependency while CPU stays low. When a database or a
+// downstream service slows down, requests pile up in flight and wait; the
+// process's CPU falls rather than rises, so CPU-based shedding sees nothing.
+// A concurrency limit that shrinks when latency grows turns that pile-up into
+// a signal (pressure.Concurrency reports in-flight ÷ limit).
+//
+// # Model
+//
+// A Limiter is pure: it holds no clock, no goroutine and no lock. The caller
+// aggregates one sample window (pressure.Concurrency does it lock-free on the
+// request path) and calls Update(now, rtt, inflight) once per window with the
+// window's round-trip time and its peak in-flight count. Limit returns the
+// current limit.
+//
+//   - Gradient (after Netflix's concurrency-limits "gradient2"): compares the
+//     window's RTT with a slow moving average of past RTTs. While the window
+//     is no slower than Tolerance × the average, the limit grows by about
+//     √limit per window; when it is slower, the limit is multiplied by
+//     the gradient Tolerance·long/short (never below ½ per window). Changes
+//     are smoothed (Smoothing) and the limit does not grow while the server
+//     uses less than half of it (no evidence that more would be served).
+//     The gradient reacts to change: an RTT that stays high becomes the new
+//     baseline over about LongWindow windows and the limit grows again.
+//   - AIMD (TCP-style): additive increase by 1 per window while RTT stays
+//     under a threshold and the limit is in use, multiplicative decrease
+//     (Backoff) when RTT exceeds it. The threshold is fixed (WithThreshold)
+//     or Tolerance × the minimum RTT of the last MinRTTWindow of time.
+//
+// # Non-goals
+//
+// Limiters do not queue or reject requests; the admission controller (admit)
+// decides, with the limit as one signal among CPU, scheduler latency and
+// queueing delay. They are not safe for concurrent use: one goroutine (the
+// sampler) calls Update; Limit may be read from the same goroutine.
+//
+// # Options
+//
+// Both limiters take the same Option type; options that do not apply to a
+// limiter are ignored by it. An option value out of its documented range is
+// a programming error and makes the constructor panic with a message naming
+// the option, as time.NewTicker does for a non-positive period.
+package limit
