@@ -1,0 +1,3 @@
+// Package throttle is client-side adaptive throttling (Google SRE book,
+// ch. 21), with fast recovery.
+package throttle

@@ -1,0 +1,388 @@
+package throttle
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-dev/levee"
+)
+
+// Defaults of New.
+const (
+	// DefaultK is the SRE book's K: the client sends up to K times what the
+	// backend accepted.
+	DefaultK = 2.0
+	// DefaultWindow is the long window, the SRE book's two minutes.
+	DefaultWindow = 2 * time.Minute
+	// DefaultRecovery is the time constant of the recent horizon that lets
+	// local rejections fade within seconds once the backend accepts again.
+	DefaultRecovery = time.Second
+	// tick is how often the counters are folded and the probabilities
+	// recomputed; the accept path only reads them in between.
+	tick = 100 * time.Millisecond
+	// longBuckets is the resolution of the long window.
+	longBuckets = 24
+)
+
+type config struct {
+	k        float64
+	window   time.Duration
+	recovery time.Duration
+	seed     uint64
+	maxKeys  int
+}
+
+// Option configures New and NewGroup.
+type Option func(*config)
+
+// WithK sets K (default 2): the client sends up to K times the requests the
+// backend accepted, so the backend still sees K·accepts and learns quickly
+// when it recovers. 1.1 is aggressive (the backend rejects ≈9% of what
+// reaches it), 2 the general default (≈50%). Values below 1 (which would
+// throttle a healthy backend), NaN and infinities count as the default.
+func WithK(k float64) Option {
+	return func(c *config) {
+		if k >= 1 && !math.IsInf(k, 0) {
+			c.k = k
+		}
+	}
+}
+
+// WithWindow sets the long window over which requests and accepts are
+// counted (default 2 minutes, the SRE book's). It is a sliding window of 24
+// buckets. Values below 2.4 s are raised to 2.4 s.
+func WithWindow(d time.Duration) Option {
+	return func(c *config) { c.window = max(d, longBuckets*tick) }
+}
+
+// WithRecovery sets the time constant of the recent horizon (default 1 s).
+// A local rejection needs both the long window and the recent horizon to
+// call for it, so once the backend accepts again rejections fade within a
+// few time constants instead of the long window's tens of seconds. d ≤ 0
+// disables it: the plain SRE throttle on the long window alone.
+func WithRecovery(d time.Duration) Option {
+	return func(c *config) { c.recovery = max(d, 0) }
+}
+
+// WithSeed sets the seed of the counter-based random decisions (default 0):
+// the same seed and the same sequence of calls give the same decisions.
+func WithSeed(seed uint64) Option {
+	return func(c *config) { c.seed = seed }
+}
+
+// WithMaxKeys bounds the number of throttles a Group keeps (default 1024;
+// values below 1 count as 1). Used by NewGroup only.
+func WithMaxKeys(n int) Option {
+	return func(c *config) { c.maxKeys = max(n, 1) }
+}
+
+func newConfig(opts []Option) config {
+	c := config{k: DefaultK, window: DefaultWindow, recovery: DefaultRecovery, maxKeys: 1024}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Throttle is a client-side adaptive throttle for one backend (Google SRE
+// book, ch. 21). The client counts the requests it attempts (AllowAt, local
+// rejections included) and those the backend accepted (AcceptAt: every
+// outcome except an overload or quota rejection) and rejects new requests
+// locally with probability
+//
+//	P = max(0, (requests − K·accepts) / (requests + 1))
+//
+// on the long window and on the recent horizon, taking the smaller: see the
+// package documentation for why and for how criticalities are ordered.
+//
+// The accept path (AllowAt, AcceptAt) is lock-free and allocation-free: it
+// adds to atomic counters and compares one random draw with a threshold
+// recomputed every 100 ms by whichever call crosses the tick. A Throttle is
+// safe for concurrent use; a nil *Throttle allows everything.
+type Throttle struct {
+	k        float64
+	seed     uint64
+	tickUs   int64
+	longUs   int64
+	recovery float64 // recent-horizon time constant in ticks; 0 = disabled
+
+	next atomic.Int64 // µs at which the next fold is due
+	crit [levee.NumCriticalities]counters
+	clk  clock
+
+	mu sync.Mutex // held by the goroutine folding; the accept path never waits for it
+	st state
+}
+
+type counters struct {
+	req, acc, rej atomic.Uint64
+	thresh        atomic.Uint64 // P·2^64
+	_             [32]byte
+}
+
+type state struct {
+	started          bool
+	tick             int64
+	longIdx          int64
+	seenReq, seenAcc [levee.NumCriticalities]uint64
+	recR, recA       [levee.NumCriticalities]float64
+	longR, longA     [longBuckets][levee.NumCriticalities]float64
+	sumR, sumA       [levee.NumCriticalities]float64
+	prob             [levee.NumCriticalities]float64
+}
+
+// New returns a Throttle with K 2, a 2-minute window and a 1-second recovery
+// horizon unless options say otherwise.
+func New(opts ...Option) *Throttle {
+	return newThrottle(newConfig(opts))
+}
+
+func newThrottle(c config) *Throttle {
+	t := &Throttle{
+		k:      c.k,
+		seed:   c.seed,
+		tickUs: tick.Microseconds(),
+		longUs: (c.window / longBuckets).Microseconds(),
+	}
+	if c.recovery > 0 {
+		t.recovery = float64(c.recovery) / float64(tick)
+	}
+	t.next.Store(math.MinInt64)
+	return t
+}
+
+var errThrottled = &levee.RejectedError{Reason: levee.Throttled}
+
+// ErrThrottled is the error AllowAt returns for a local rejection, a shared
+// *levee.RejectedError{Reason: levee.Throttled}: errors.Is(err,
+// levee.ErrThrottled) matches it. Do not modify it.
+var ErrThrottled error = errThrottled
+
+// micros returns t as microseconds since 1970 for every year 1..9999.
+func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
+
+func idx(c levee.Criticality) int {
+	if !c.Valid() {
+		return int(levee.Critical)
+	}
+	return int(c)
+}
+
+// AllowAt decides at now whether a request of criticality c may be sent. It
+// counts the request either way and returns nil (send it, then call
+// AcceptAt unless the backend rejected it for overload or quota) or
+// ErrThrottled (do not send; nothing more to report). An invalid c counts
+// as Critical.
+func (t *Throttle) AllowAt(now time.Time, c levee.Criticality) error {
+	if t == nil {
+		return nil
+	}
+	return t.allow(micros(now), idx(c))
+}
+
+func (t *Throttle) allow(us int64, i int) error {
+	if us >= t.next.Load() {
+		t.fold(us)
+	}
+	s := &t.crit[i]
+	n := s.req.Add(1)
+	th := s.thresh.Load()
+	if th == 0 || mix(t.seed^(n*0x9e3779b97f4a7c15)^uint64(i)<<60) >= th {
+		return nil
+	}
+	s.rej.Add(1)
+	return errThrottled
+}
+
+// AcceptAt records at now that the backend accepted a request of
+// criticality c: any outcome but an overload or quota rejection, including
+// application errors.
+func (t *Throttle) AcceptAt(now time.Time, c levee.Criticality) {
+	if t == nil {
+		return
+	}
+	t.accept(micros(now), idx(c))
+}
+
+func (t *Throttle) accept(us int64, i int) {
+	if us >= t.next.Load() {
+		t.fold(us)
+	}
+	t.crit[i].acc.Add(1)
+}
+
+// Allow is AllowAt on a coarse real-time clock (see the package
+// documentation): it does not read the system clock on every call.
+func (t *Throttle) Allow(c levee.Criticality) error {
+	if t == nil {
+		return nil
+	}
+	return t.allow(t.clk.now(), idx(c))
+}
+
+// Accept is AcceptAt on the coarse real-time clock.
+func (t *Throttle) Accept(c levee.Criticality) {
+	if t == nil {
+		return
+	}
+	t.accept(t.clk.now(), idx(c))
+}
+
+// RejectProbabilityAt returns the probability with which AllowAt at now
+// rejects a request of criticality c.
+func (t *Throttle) RejectProbabilityAt(now time.Time, c levee.Criticality) float64 {
+	if t == nil {
+		return 0
+	}
+	if us := micros(now); us >= t.next.Load() {
+		t.fold(us)
+	}
+	return math.Ldexp(float64(t.crit[idx(c)].thresh.Load()), -64)
+}
+
+// fold moves the counts since the last fold into the recent horizon and the
+// long window and recomputes the rejection probabilities. One goroutine at a
+// time does it; the others carry on with the previous probabilities.
+func (t *Throttle) fold(us int64) {
+	if !t.mu.TryLock() {
+		return
+	}
+	defer t.mu.Unlock()
+	if us < t.next.Load() {
+		return
+	}
+	st := &t.st
+	tk := floorDiv(us, t.tickUs)
+	li := floorDiv(us, t.longUs)
+	if !st.started {
+		st.started, st.tick, st.longIdx = true, tk, li
+	}
+	elapsed := max(tk-st.tick, 0)
+	decay := 0.0
+	if t.recovery > 0 {
+		decay = math.Exp(-float64(elapsed) / t.recovery)
+	}
+	if li > st.longIdx {
+		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
+			b := int(uint64(j) % longBuckets)
+			for c := range st.longR[b] {
+				st.sumR[c] -= st.longR[b][c]
+				st.sumA[c] -= st.longA[b][c]
+				st.longR[b][c], st.longA[b][c] = 0, 0
+			}
+		}
+		st.longIdx = li
+	}
+	b := int(uint64(li) % longBuckets)
+	for c := range t.crit {
+		r, a := t.crit[c].req.Load(), t.crit[c].acc.Load()
+		dr, da := float64(r-st.seenReq[c]), float64(a-st.seenAcc[c])
+		st.seenReq[c], st.seenAcc[c] = r, a
+		st.recR[c] = st.recR[c]*decay + dr
+		st.recA[c] = st.recA[c]*decay + da
+		st.longR[b][c] += dr
+		st.longA[b][c] += da
+		st.sumR[c] += dr
+		st.sumA[c] += da
+		if st.sumR[c] < 0.5 { // float drift after many folds
+			st.sumR[c] = 0
+		}
+		if st.sumA[c] < 0.5 {
+			st.sumA[c] = 0
+		}
+	}
+	long := ladder(&st.sumR, &st.sumA, t.k)
+	if t.recovery > 0 {
+		recent := ladder(&st.recR, &st.recA, t.k)
+		for c := range long {
+			long[c] = min(long[c], recent[c])
+		}
+	}
+	st.prob = long
+	for c := range t.crit {
+		t.crit[c].thresh.Store(threshold(long[c]))
+	}
+	st.tick = tk
+	t.next.Store((tk + 1) * t.tickUs)
+}
+
+// ladder applies the SRE formula to the sum over criticalities — the
+// backend's capacity is shared — and assigns the resulting local rejections
+// to the lowest criticality first: with one criticality in use it is
+// exactly P = max(0, (R − K·A)/(R + 1)).
+func ladder(r, a *[levee.NumCriticalities]float64, k float64) (p [levee.NumCriticalities]float64) {
+	var rt, at float64
+	for c := range r {
+		rt += r[c]
+		at += a[c]
+	}
+	d := rt - k*at
+	for _, c := range levee.ByRank {
+		if d <= 0 {
+			break
+		}
+		take := min(d, r[c])
+		p[c] = take / (r[c] + 1)
+		d -= take
+	}
+	return p
+}
+
+func threshold(p float64) uint64 {
+	if !(p > 0) {
+		return 0
+	}
+	x := math.Ldexp(p, 64)
+	if x >= math.Ldexp(1, 64) {
+		return math.MaxUint64
+	}
+	return uint64(x)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// mix is splitmix64's finalizer: a counter in, a uniform 64-bit value out.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// Stats are a Throttle's counters, for metrics. Counters are cumulative
+// since New; index them by levee.Criticality.
+type Stats struct {
+	// Requests counted by AllowAt, local rejections included.
+	Requests [levee.NumCriticalities]uint64
+	// Accepts reported by AcceptAt.
+	Accepts [levee.NumCriticalities]uint64
+	// Rejected locally by AllowAt.
+	Rejected [levee.NumCriticalities]uint64
+	// Probability of a local rejection as of the last fold.
+	Probability [levee.NumCriticalities]float64
+}
+
+// Stats returns the counters. It does not allocate.
+func (t *Throttle) Stats() Stats {
+	var s Stats
+	if t == nil {
+		return s
+	}
+	for c := range t.crit {
+		s.Requests[c] = t.crit[c].req.Load()
+		s.Accepts[c] = t.crit[c].acc.Load()
+		s.Rejected[c] = t.crit[c].rej.Load()
+		s.Probability[c] = math.Ldexp(float64(t.crit[c].thresh.Load()), -64)
+	}
+	return s
+}
