@@ -1,0 +1,19 @@
+// Package fairq does levee's tenant accounting in bounded memory, whatever
+// the number of distinct tenants.
+//
+// The accept path only hashes the tenant (Hash) and, for a sampled request,
+// stores the hash and the criticality into a lock-free Ring: one atomic add
+// and one atomic store. The control loop drains the ring once per period
+// into a Tracker, which keeps
+//
+//   - a Space-Saving heavy-hitter table of at most K tenants with decayed
+//     counts and smoothed per-criticality rates (the tenants that can be far
+//     above their fair share are always among them: Space-Saving finds every
+//     tenant whose share of the stream exceeds 1/K), and
+//   - a HyperLogLog count of the tenants active over the last 5–10 s (two
+//     rotating generations) from which the fair share is derived.
+//
+// Memory is fixed at construction: a Ring of 4096 slots, K table entries and
+// two 4096-register HyperLogLogs, well under 1 MiB. Nothing here iterates a
+// map to decide anything, so results are deterministic for a seed.
+package fairq
