@@ -1,11 +1,368 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-type demoCmd struct{}
+	"github.com/levee-dev/levee/internal/backend"
+	"github.com/levee-dev/levee/internal/loadgen"
+	"github.com/levee-dev/levee/internal/loopback"
+)
 
-func (demoCmd) Run() error { return errors.New("demo: not built yet") }
+type demoCmd struct {
+	Quick  bool          `help:"Short run (under 30 s)."`
+	JSON   bool          `name:"json" help:"Print the results as JSON on stdout; progress goes to stderr."`
+	HTML   string        `name:"html" default:"levee-demo.html" placeholder:"FILE" help:"Write the charts to FILE (\"\" to skip)."`
+	Repeat int           `default:"1" help:"Alternate unprotected and levee runs N times each; the table shows medians and spread."`
+	Work   time.Duration `default:"2ms" help:"CPU time the backend burns per request."`
+}
 
 // hijack runs a re-executed child role (backend or load generator) when the
 // process was started as one, and reports whether it did.
-func hijack() bool { return false }
+func hijack() bool { return loopback.Hijack() }
+
+// demoPlan is the schedule of one run, in multiples of the capacity.
+type demoPlan struct {
+	normal, spike, after time.Duration
+	drain                time.Duration
+	capacity             time.Duration // closed-loop measurement
+}
+
+var (
+	planDefault = demoPlan{normal: 5 * time.Second, spike: 10 * time.Second, after: 10 * time.Second, drain: 3500 * time.Millisecond, capacity: 2 * time.Second}
+	planQuick   = demoPlan{normal: 2 * time.Second, spike: 4 * time.Second, after: 5 * time.Second, drain: 1500 * time.Millisecond, capacity: time.Second}
+)
+
+// Load multiples of the measured capacity.
+const (
+	normalX = 0.7
+	spikeX  = 3.0
+	afterX  = 0.7
+)
+
+// Naive clients: 1 s per attempt, 2 immediate retries.
+const (
+	naiveTimeout = time.Second
+	naiveRetries = 2
+)
+
+// demoJSON is the --json output, in DESIGN.md's report vocabulary.
+type demoJSON struct {
+	CapacityRPS float64   `json:"capacity_rps"`
+	Runs        []demoRun `json:"runs"`
+}
+
+type demoRun struct {
+	Name       string                 `json:"name"`
+	Protection string                 `json:"protection"`
+	Phases     []loopback.PhaseReport `json:"phases"`
+	RecoveryS  *float64               `json:"recovery_s"`
+
+	res            *loopback.Result
+	serverRecovery *float64
+}
+
+func (d demoCmd) Run() error {
+	if d.Repeat < 1 {
+		return errors.New("demo: --repeat must be at least 1")
+	}
+	if d.Work <= 0 || d.Work > time.Second {
+		return errors.New("demo: --work must be in (0, 1s]")
+	}
+	plan := planDefault
+	if d.Quick {
+		plan = planQuick
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Progress and notes go to stderr when stdout carries JSON.
+	log := io.Writer(os.Stdout)
+	if d.JSON {
+		log = os.Stderr
+	}
+
+	pl := loopback.Place()
+	fmt.Fprintf(log, "levee demo: backend GOMAXPROCS=1 on %s, load generator on %s, %v of CPU per request\n",
+		cpuName(pl.Backend), cpuName(pl.Loadgen), d.Work)
+	capRPS, _, err := loopback.Capacity(ctx, d.Work, 8, plan.capacity)
+	if err != nil {
+		return fmt.Errorf("demo: measuring capacity: %w", err)
+	}
+	fmt.Fprintf(log, "capacity (unprotected peak, closed loop): %.0f requests/s\n", capRPS)
+
+	phases := []loadgen.Phase{
+		{Name: "normal", Rate: normalX * capRPS, Duration: plan.normal},
+		{Name: "spike", Rate: spikeX * capRPS, Duration: plan.spike},
+		{Name: "after", Rate: afterX * capRPS, Duration: plan.after},
+	}
+	var runs []demoRun
+	for i := 1; i <= d.Repeat; i++ {
+		for _, prot := range []string{backend.None, backend.Levee} {
+			cfg := loopback.Config{
+				Name:       fmt.Sprintf("%s-%d", prot, i),
+				Protection: prot,
+				Client:     loopback.Naive,
+				Work:       d.Work,
+				Timeout:    naiveTimeout,
+				Retries:    naiveRetries,
+				Phases:     phases,
+				Drain:      plan.drain,
+			}
+			if prot == backend.Levee {
+				cfg.Client = loopback.Levee
+			}
+			cfg.Progress = func(p loadgen.Progress) {
+				fmt.Fprintf(log, "  %-8s %-6s t=%4.1fs  offered %5.0f/s  attempted %5.0f/s  goodput %5.0f/s  rejected %5.0f/s  throttled %5.0f/s  p99 %s\n",
+					cfg.Name, p.Phase, p.Elapsed.Seconds(), p.Offered, p.Attempted, p.Goodput, p.Rejected, p.Throttled, fmtDur(p.P99))
+			}
+			res, err := loopback.Run(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("demo: run %s: %w", cfg.Name, err)
+			}
+			r := demoRun{Name: cfg.Name, Protection: prot, Phases: loopback.Phases(res.Load), res: res}
+			if s, ok := loopback.ClientRecovery(res.Load, 0, 1); ok {
+				r.RecoveryS = &s
+			}
+			if s, ok := loopback.ServerRecovery(res, 1, 2*time.Second); ok {
+				r.serverRecovery = &s
+			}
+			if res.Load.GenErrors > 0 || res.Load.MaxLag > 100*time.Millisecond {
+				fmt.Fprintf(log, "  note: %s: %d load generator errors, generator lagged up to %v behind schedule\n",
+					cfg.Name, res.Load.GenErrors, res.Load.MaxLag.Round(time.Millisecond))
+			}
+			runs = append(runs, r)
+		}
+	}
+
+	out := demoJSON{CapacityRPS: round1(capRPS), Runs: runs}
+	if d.JSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(log)
+		writeTable(log, out, d.Repeat)
+	}
+	if d.HTML != "" {
+		if err := writeDemoHTML(d.HTML, out, d.Work); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		fmt.Fprintf(log, "charts: %s\n", d.HTML)
+	}
+	return nil
+}
+
+func cpuName(cpu int) string {
+	if cpu < 0 {
+		return "any CPU (unpinned)"
+	}
+	return fmt.Sprintf("cpu%d", cpu)
+}
+
+func fmtDur(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+
+// column gathers one protection's runs for the table.
+type column struct {
+	runs []demoRun
+}
+
+func (c column) stat(f func(demoRun) (float64, bool)) string {
+	var xs []float64
+	missing := 0
+	for _, r := range c.runs {
+		if v, ok := f(r); ok {
+			xs = append(xs, v)
+		} else {
+			missing++
+		}
+	}
+	if len(xs) == 0 {
+		return "never"
+	}
+	med, lo, hi := loopback.Median(xs)
+	s := num(med)
+	if len(c.runs) > 1 {
+		s += " [" + num(lo) + "–" + num(hi) + "]"
+	}
+	if missing > 0 {
+		s += fmt.Sprintf(" (never in %d)", missing)
+	}
+	return s
+}
+
+func num(x float64) string {
+	switch {
+	case x == 0:
+		return "0"
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func phase(r demoRun, name string) loopback.PhaseReport {
+	for _, p := range r.Phases {
+		if p.Name == name {
+			return p
+		}
+	}
+	return loopback.PhaseReport{}
+}
+
+func writeTable(w io.Writer, out demoJSON, repeat int) {
+	cols := map[string]*column{backend.None: {}, backend.Levee: {}}
+	for _, r := range out.Runs {
+		cols[r.Protection].runs = append(cols[r.Protection].runs, r)
+	}
+	none, lev := cols[backend.None], cols[backend.Levee]
+	type row struct {
+		label string
+		f     func(demoRun) (float64, bool)
+	}
+	pf := func(name string, g func(loopback.PhaseReport) float64) func(demoRun) (float64, bool) {
+		return func(r demoRun) (float64, bool) { return g(phase(r, name)), true }
+	}
+	gp := func(p loopback.PhaseReport) float64 { return p.GoodputRPS }
+	rows := []row{
+		{"offered normal / spike / after (req/s)", nil},
+		{"goodput normal (req/s)", pf("normal", gp)},
+		{"goodput spike (req/s)", pf("spike", gp)},
+		{"goodput after (req/s)", pf("after", gp)},
+		{"spike goodput ÷ capacity", pf("spike", func(p loopback.PhaseReport) float64 { return p.GoodputRPS / out.CapacityRPS })},
+		{"p50 / p99 spike (ms)", nil},
+		{"p50 / p99 after (ms)", nil},
+		{"attempts ÷ offered, spike", pf("spike", func(p loopback.PhaseReport) float64 { return ratio(p.AttemptedRPS, p.OfferedRPS) })},
+		{"attempts ÷ offered, after", pf("after", func(p loopback.PhaseReport) float64 { return ratio(p.AttemptedRPS, p.OfferedRPS) })},
+		{"rejected normal (req/s)", pf("normal", func(p loopback.PhaseReport) float64 { return p.RejectedRPS })},
+		{"rejected + throttled spike (req/s)", pf("spike", func(p loopback.PhaseReport) float64 { return p.RejectedRPS + p.ThrottledRPS })},
+		{"failed spike (req/s)", pf("spike", func(p loopback.PhaseReport) float64 { return p.FailedRPS })},
+		{"client recovery after spike (s)", func(r demoRun) (float64, bool) {
+			if r.RecoveryS == nil {
+				return 0, false
+			}
+			return *r.RecoveryS, true
+		}},
+		{"server back to 95% of after load (s)", func(r demoRun) (float64, bool) {
+			if r.serverRecovery == nil {
+				return 0, false
+			}
+			return *r.serverRecovery, true
+		}},
+		{"handler runs after client deadline", func(r demoRun) (float64, bool) { return 100 * loopback.LateShare(r.res.Server.Series), true }},
+		{"shedding driven by", nil},
+	}
+	title := "median of 1 run each"
+	if repeat > 1 {
+		title = fmt.Sprintf("medians of %d alternated runs each, [min–max]", repeat)
+	}
+	fmt.Fprintf(w, "capacity %.0f req/s; phases normal %.1f× → spike %.1f× → after %.1f×; %s\n\n", out.CapacityRPS, normalX, spikeX, afterX, title)
+	fmt.Fprintf(w, "%-40s  %-26s  %-26s\n", "", "unprotected", "levee")
+	for _, r := range rows {
+		var a, b string
+		switch r.label {
+		case "offered normal / spike / after (req/s)":
+			a = offeredLine(none)
+			b = offeredLine(lev)
+		case "p50 / p99 spike (ms)", "p50 / p99 after (ms)":
+			name := "spike"
+			if strings.Contains(r.label, "after") {
+				name = "after"
+			}
+			a = latLine(none, name)
+			b = latLine(lev, name)
+		case "shedding driven by":
+			a, b = "-", shedLine(lev)
+		default:
+			a, b = none.stat(r.f), lev.stat(r.f)
+		}
+		if r.label == "handler runs after client deadline" {
+			a, b = a+" %", b+" %"
+		}
+		fmt.Fprintf(w, "%-40s  %-26s  %-26s\n", r.label, a, b)
+	}
+	fmt.Fprintln(w)
+	if ps, ok := peakNone(none); ok {
+		fmt.Fprintf(w, "unprotected peak in-time 2xx over any second: %s req/s (capacity measured closed-loop: %.0f)\n", num(ps), out.CapacityRPS)
+	}
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func offeredLine(c *column) string {
+	if len(c.runs) == 0 {
+		return "-"
+	}
+	r := c.runs[0]
+	return fmt.Sprintf("%.0f / %.0f / %.0f", phase(r, "normal").OfferedRPS, phase(r, "spike").OfferedRPS, phase(r, "after").OfferedRPS)
+}
+
+func latLine(c *column, name string) string {
+	var p50, p99 []float64
+	for _, r := range c.runs {
+		p := phase(r, name)
+		if p.GoodputRPS == 0 {
+			continue
+		}
+		p50 = append(p50, p.P50ms)
+		p99 = append(p99, p.P99ms)
+	}
+	if len(p50) == 0 {
+		return "no successes"
+	}
+	a, _, _ := loopback.Median(p50)
+	b, _, _ := loopback.Median(p99)
+	return num(a) + " / " + num(b)
+}
+
+func shedLine(c *column) string {
+	total := map[string]float64{}
+	for _, r := range c.runs {
+		for k, v := range r.res.Server.ShedBy {
+			total[k] += v
+		}
+	}
+	name, share := backend.Dominant(total)
+	if name == "" {
+		return "nothing shed"
+	}
+	return fmt.Sprintf("%s (%.0f%% of shedding time)", name, 100*share)
+}
+
+func peakNone(c *column) (float64, bool) {
+	var xs []float64
+	for _, r := range c.runs {
+		xs = append(xs, loopback.PeakServed(r.res.Server.Series))
+	}
+	if len(xs) == 0 {
+		return 0, false
+	}
+	m, _, _ := loopback.Median(xs)
+	return m, true
+}

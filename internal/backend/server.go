@@ -1,0 +1,192 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/levee-dev/levee/admit"
+)
+
+// Protection names the server stacks the demo compares.
+const (
+	// None: the application handler alone, as most Go services run.
+	None = "none"
+	// Levee: leveehttp.NewHandler with an admit.Controller fed by the
+	// default pressure signals, all defaults.
+	Levee = "levee"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Protection is None or Levee.
+	Protection string
+	// Work is the CPU cost of one request.
+	Work Work
+	// Start and Horizon bound the Stats time series (100ms buckets).
+	Start   time.Time
+	Horizon time.Duration
+}
+
+// Server is the backend service: the application handler, optionally
+// behind levee, with its counters.
+type Server struct {
+	// Handler serves every request (the protection and the counters
+	// included).
+	Handler http.Handler
+	// Stats counts handler runs and responses.
+	Stats *Stats
+
+	opts  Options
+	ctrl  *admit.Controller
+	loops []func(context.Context)
+
+	mu     sync.Mutex
+	shedBy map[string]time.Duration
+	levels []float64 // max shed level per Stats bucket
+	loads  []float64 // max load per Stats bucket
+}
+
+// New builds a Server. Call Run to start its control loops.
+func New(o Options) (*Server, error) {
+	s := &Server{
+		opts:   o,
+		Stats:  NewStats(o.Start, 100*time.Millisecond, o.Horizon),
+		shedBy: map[string]time.Duration{},
+	}
+	s.levels = make([]float64, len(s.Stats.buckets))
+	s.loads = make([]float64, len(s.Stats.buckets))
+	app := Handler(o.Work, s.Stats)
+	switch o.Protection {
+	case None, "":
+		s.Handler = s.Stats.Count(app)
+	case Levee:
+		h, err := s.protect(app)
+		if err != nil {
+			return nil, err
+		}
+		s.Handler = s.Stats.Count(h)
+	default:
+		return nil, fmt.Errorf("backend: unknown protection %q", o.Protection)
+	}
+	return s, nil
+}
+
+// Run runs the server's control loops (signals, admission controller, and
+// the tracker that records which signal drove shedding) until ctx is done.
+func (s *Server) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, f := range s.loops {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	if s.ctrl != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.track(ctx) }()
+	}
+	wg.Wait()
+}
+
+const trackPeriod = 50 * time.Millisecond
+
+// track samples the controller's snapshot and charges each period spent
+// shedding to the signal furthest above its target.
+func (s *Server) track(ctx context.Context) {
+	t := time.NewTicker(trackPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			snap := s.ctrl.Snapshot()
+			i := int(now.Sub(s.opts.Start) / s.Stats.res)
+			if i < 0 || i >= len(s.levels) {
+				continue
+			}
+			s.mu.Lock()
+			s.levels[i] = max(s.levels[i], snap.ShedLevel)
+			s.loads[i] = max(s.loads[i], snap.Load)
+			if snap.ShedLevel > 0 {
+				name, best := "", -1.0
+				for _, sig := range snap.Signals {
+					if sig.Target > 0 && sig.Value/sig.Target > best {
+						name, best = sig.Name, sig.Value/sig.Target
+					}
+				}
+				if name == "" {
+					name = "unknown"
+				}
+				s.shedBy[name] += trackPeriod
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// Report is what a backend tells the harness at the end of a run.
+type Report struct {
+	Protection string `json:"protection"`
+	Work       Work   `json:"work"`
+	Series     Series `json:"series"`
+	// ShedLevel and Load are the maxima per Series bucket of the
+	// controller's shed level and load (levee only).
+	ShedLevel []float64 `json:"shed_level,omitempty"`
+	Load      []float64 `json:"load,omitempty"`
+	// ShedBy charges the time spent shedding to the signal that was the
+	// furthest above its target, in seconds.
+	ShedBy map[string]float64 `json:"shed_by,omitempty"`
+	// Admitted and Rejected are the controller's cumulative counters.
+	Admitted uint64 `json:"admitted"`
+	Rejected uint64 `json:"rejected"`
+}
+
+// Report returns the server's counters so far.
+func (s *Server) Report() Report {
+	r := Report{Protection: s.opts.Protection, Work: s.opts.Work, Series: s.Stats.Snapshot()}
+	if s.ctrl == nil {
+		return r
+	}
+	n := len(r.Series.Runs)
+	s.mu.Lock()
+	r.ShedLevel = append([]float64(nil), s.levels[:n]...)
+	r.Load = append([]float64(nil), s.loads[:n]...)
+	r.ShedBy = map[string]float64{}
+	for k, v := range s.shedBy {
+		r.ShedBy[k] = v.Seconds()
+	}
+	s.mu.Unlock()
+	snap := s.ctrl.Snapshot()
+	for c := range snap.Admitted {
+		r.Admitted += snap.Admitted[c]
+		for _, v := range snap.Rejected[c] {
+			r.Rejected += v
+		}
+	}
+	return r
+}
+
+// Dominant returns the signal that drove most of the shedding in shedBy
+// and its share of the shedding time; "" if nothing was shed.
+func Dominant(shedBy map[string]float64) (string, float64) {
+	var total float64
+	names := make([]string, 0, len(shedBy))
+	for k, v := range shedBy {
+		total += v
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	best, bv := "", 0.0
+	for _, k := range names {
+		if shedBy[k] > bv {
+			best, bv = k, shedBy[k]
+		}
+	}
+	if total == 0 {
+		return "", 0
+	}
+	return best, bv / total
+}
