@@ -23,7 +23,7 @@
   }
   function fmtDuration(s) {
     if (s < 60) { return s.toFixed(1) + ' s'; }
-    if (s < 3600) { return Math.floor(s / 60) + ' m ' + Math.round(s % 60) + ' s'; }
+    if (s < 3600) { return Math.round(s % 60) === 0 ? Math.round(s / 60) + ' min' : Math.floor(s / 60) + ' min ' + Math.round(s % 60) + ' s'; }
     return (s / 3600).toFixed(1) + ' h';
   }
 

@@ -1,0 +1,351 @@
+package leveehttp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+)
+
+// The browser test loads the status page in headless Chromium against a
+// controller under a scripted overload and checks the DOM: two snapshots at
+// least 2 s apart differ, and each matches the JSON endpoint's sample of the
+// same sequence number. It runs in real time (about 10 s).
+//
+// It skips when no Chromium is installed, unless LEVEE_REQUIRE_BROWSER=1
+// (CI), which turns the skip into a failure. With LEVEE_STATUS_SCREENSHOT
+// set to a PNG path it also lets the overload run for a minute and saves a
+// screenshot taken with `chromium --screenshot`:
+//
+//	LEVEE_STATUS_SCREENSHOT=$PWD/docs/status-page.png go test -run TestStatusBrowser ./leveehttp
+
+// statusChromium returns the path of a Chromium binary, or "" if none.
+func statusChromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// statusChromeFlags are the flags for a headless Chromium run as root with
+// no network other than loopback.
+func statusChromeFlags(userDataDir string) []string {
+	return []string{
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync",
+		"--no-default-browser-check", "--hide-scrollbars",
+		"--user-data-dir=" + userDataDir,
+	}
+}
+
+// rampSignal is a scripted resource signal: from below its target into
+// overload and on, in real time.
+type rampSignal struct {
+	start time.Time
+	milli atomic.Int64 // set by the test to freeze or move it
+}
+
+func (s *rampSignal) Name() string    { return "cpu" }
+func (s *rampSignal) Target() float64 { return 0.8 }
+func (s *rampSignal) Value() float64 {
+	// 0.6 at the start, at the target after 2 s, then up to 1.4 and a slow
+	// wobble so that consecutive samples always differ.
+	t := time.Since(s.start).Seconds()
+	return math.Min(0.6+0.1*t, 1.2) + 0.05*math.Sin(t)
+}
+
+// statusOverload runs ctl under a synthetic overload until ctx is done:
+// the controller's loop and a bounded stream of requests of every
+// criticality, in process (no network).
+func statusOverload(ctx context.Context, ctl *admit.Controller) {
+	go ctl.Run(ctx)
+	go func() {
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < 100_000; i++ { // bounded: at most 200 s at 500/s
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			c := levee.ByRank[i%levee.NumCriticalities]
+			tk, err := ctl.Admit(levee.WithCriticality(ctx, c))
+			if err == nil {
+				tk.Done(nil)
+			}
+		}
+	}()
+}
+
+// statusDOM is what the page shows, read from the DOM: data-value holds the
+// exact number behind each formatted text.
+type statusDOM struct {
+	Seq      string                       `json:"seq"`
+	State    string                       `json:"state"`
+	Fields   map[string]string            `json:"fields"`
+	Signals  map[string]map[string]string `json:"signals"`
+	Crits    map[string]map[string]string `json:"crits"`
+	Paths    int                          `json:"paths"`
+	Rendered string                       `json:"rendered"`
+}
+
+const statusReadDOM = `(() => {
+  const q = s => document.querySelector(s);
+  const rows = sel => {
+    const out = {};
+    document.querySelectorAll(sel).forEach(tr => {
+      const o = {};
+      tr.querySelectorAll('[data-field]').forEach(td => { o[td.dataset.field] = td.dataset.value; });
+      out[tr.dataset.signal || tr.dataset.crit] = o;
+    });
+    return out;
+  };
+  const fields = {};
+  document.querySelectorAll('.card [data-field]').forEach(e => { fields[e.dataset.field] = e.dataset.value; });
+  return {
+    seq: q('#seq').dataset.value, state: q('#state').dataset.value, fields: fields,
+    signals: rows('#signals tr[data-signal]'), crits: rows('#crit tr[data-crit]'),
+    paths: document.querySelectorAll('svg path').length,
+    rendered: document.body.dataset.rendered || ''
+  };
+})()`
+
+func TestStatusBrowser(t *testing.T) {
+	chrome := statusChromium()
+	if chrome == "" {
+		if os.Getenv("LEVEE_REQUIRE_BROWSER") == "1" {
+			t.Fatal("LEVEE_REQUIRE_BROWSER=1 but no chromium in PATH (apt-get install -y chromium)")
+		}
+		t.Skip("no chromium in PATH; set LEVEE_REQUIRE_BROWSER=1 to make this a failure")
+	}
+	shot := os.Getenv("LEVEE_STATUS_SCREENSHOT")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	sig := &rampSignal{start: time.Now()}
+	ctl := admit.New(admit.WithSignals(sig))
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	statusOverload(loadCtx, ctl)
+	st := StatusHandler(ctl, WithStatusTitle("levee status — synthetic overload"))
+	defer st.Stop()
+	mux := http.NewServeMux()
+	mux.Handle("/status", st)
+	srv := httptest.NewServer(mux) // loopback only
+	defer srv.Close()
+	url := srv.URL + "/status"
+
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chrome)}
+	for _, f := range statusChromeFlags(t.TempDir()) {
+		name, val, hasVal := cutFlag(f)
+		if hasVal {
+			opts = append(opts, chromedp.Flag(name, val))
+		} else {
+			opts = append(opts, chromedp.Flag(name, true))
+		}
+	}
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+
+	var jsErrs atomic.Int64
+	if err := chromedp.Listen(bctx, func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			jsErrs.Add(1)
+			t.Logf("page exception: %s (line %d)", e.ExceptionDetails.Text, e.ExceptionDetails.LineNumber)
+		}
+	}); err != nil {
+		t.Fatalf("starting %s: %v", chrome, err)
+	}
+
+	read := func() statusDOM {
+		t.Helper()
+		d, err := chromedp.Run(bctx, chromedp.Evaluate[statusDOM](statusReadDOM))
+		if err != nil {
+			t.Fatalf("reading the DOM: %v", err)
+		}
+		return d
+	}
+	// Wait for the page to have rendered a sample taken in overload.
+	if err := chromedp.Do(bctx,
+		chromedp.Navigate(url),
+		chromedp.Poll[chromedp.Void](`document.body.dataset.rendered && Number(document.querySelector('[data-field="load"]').dataset.value) > 1`, chromedp.WithPollingTimeout(30*time.Second)),
+	); err != nil {
+		t.Fatalf("loading %s: %v", url, err)
+	}
+	first := read()
+	firstAt := time.Now()
+	// Real time by nature: the page refreshes once a second.
+	time.Sleep(2 * time.Second)
+	want := mustAtoi(t, first.Seq) + 2
+	if err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](fmt.Sprintf(`Number(document.querySelector('#seq').dataset.value) >= %d`, want), chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("page did not update to sample %d: %v", want, err)
+	}
+	second := read()
+	t.Logf("DOM snapshots %v apart: seq %s then %s", time.Since(firstAt).Round(time.Millisecond), first.Seq, second.Seq)
+
+	doc := statusGetJSONURL(t, url+"?format=json")
+	for _, d := range []statusDOM{first, second} {
+		statusCompare(t, d, doc)
+	}
+	if first.Seq == second.Seq || first.Signals["cpu"]["value"] == second.Signals["cpu"]["value"] {
+		t.Errorf("DOM did not change in %v: seq %s → %s, cpu %s → %s", time.Since(firstAt), first.Seq, second.Seq, first.Signals["cpu"]["value"], second.Signals["cpu"]["value"])
+	}
+	if second.Paths < 4 {
+		t.Errorf("%d SVG paths in the page, want the charts drawn (≥ 4)", second.Paths)
+	}
+	if n := jsErrs.Load(); n > 0 {
+		t.Errorf("%d JavaScript exceptions in the page", n)
+	}
+
+	if shot != "" {
+		statusScreenshot(t, ctx, chrome, url, shot)
+	}
+}
+
+// statusCompare checks a DOM snapshot against the JSON sample with the same
+// sequence number.
+func statusCompare(t *testing.T, d statusDOM, doc statusDoc) {
+	t.Helper()
+	seq := uint64(mustAtoi(t, d.Seq))
+	var s *statusDocItem
+	for i := range doc.History {
+		if doc.History[i].Seq == seq {
+			s = &doc.History[i]
+		}
+	}
+	if s == nil {
+		t.Fatalf("sample %d shown by the page is not in the JSON history", seq)
+	}
+	if d.Rendered != d.Seq {
+		t.Errorf("seq %s: body data-rendered %q", d.Seq, d.Rendered)
+	}
+	check := func(what, dom string, want *float64) {
+		t.Helper()
+		if want == nil {
+			if dom != "" {
+				t.Errorf("seq %d %s: DOM %q, JSON null", seq, what, dom)
+			}
+			return
+		}
+		got, err := strconv.ParseFloat(dom, 64)
+		if err != nil || got != *want {
+			t.Errorf("seq %d %s: DOM %q, JSON %v", seq, what, dom, *want)
+		}
+	}
+	f := func(v float64) *float64 { return &v }
+	check("load", d.Fields["load"], s.Load)
+	check("shed_level", d.Fields["shed_level"], s.ShedLevel)
+	check("admit_ratio", d.Fields["admit_ratio"], s.AdmitRatio)
+	check("degrade_level", d.Fields["degrade_level"], f(float64(s.DegradeLevel)))
+	check("capacity_rps", d.Fields["capacity_rps"], s.CapacityRPS)
+	check("retry_ratio", d.Fields["retry_ratio"], s.RetryRatio)
+	check("shed_seconds", d.Fields["shed_seconds"], s.ShedSeconds)
+	check("degraded_seconds", d.Fields["degraded_seconds"], s.DegradedSeconds)
+	if len(d.Signals) != len(s.Signals) {
+		t.Errorf("seq %d: %d signals in the DOM, %d in JSON", seq, len(d.Signals), len(s.Signals))
+	}
+	for _, sig := range s.Signals {
+		row, ok := d.Signals[sig.Name]
+		if !ok {
+			t.Errorf("seq %d: signal %s missing from the DOM", seq, sig.Name)
+			continue
+		}
+		check(sig.Name+" value", row["value"], sig.Value)
+		check(sig.Name+" target", row["target"], sig.Target)
+		check(sig.Name+" load", row["load"], sig.Load)
+	}
+	for _, c := range s.Criticalities {
+		row, ok := d.Crits[c.Name]
+		if !ok {
+			t.Errorf("seq %d: criticality %s missing from the DOM", seq, c.Name)
+			continue
+		}
+		check(c.Name+" admitted", row["admitted"], f(float64(c.Admitted)))
+		check(c.Name+" rejected", row["rejected"], f(float64(c.Rejected)))
+		check(c.Name+" admitted_rps", row["admitted_rps"], f(c.AdmittedRPS))
+		check(c.Name+" rejected_rps", row["rejected_rps"], f(c.RejectedRPS))
+	}
+	state := "OK"
+	switch {
+	case s.Overloaded || (s.ShedLevel != nil && *s.ShedLevel > 0):
+		state = "OVERLOADED"
+	case s.DegradeLevel > 0:
+		state = "DEGRADED"
+	}
+	if s.NoRetry {
+		state += " · NO RETRY"
+	}
+	if d.State != state {
+		t.Errorf("seq %d: state %q in the DOM, want %q from JSON", seq, d.State, state)
+	}
+}
+
+func statusGetJSONURL(t *testing.T, url string) statusDoc {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	var doc statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return doc
+}
+
+// statusScreenshot lets the overload run long enough to fill the charts and
+// saves a screenshot taken by `chromium --screenshot`.
+func statusScreenshot(t *testing.T, ctx context.Context, chrome, url, path string) {
+	wait := time.Minute
+	if v, err := time.ParseDuration(os.Getenv("LEVEE_STATUS_SCREENSHOT_WAIT")); err == nil {
+		wait = v
+	}
+	t.Logf("running the overload for %v before the screenshot", wait)
+	time.Sleep(wait)
+	args := append(statusChromeFlags(t.TempDir()),
+		"--screenshot="+path, "--window-size=1280,1500", "--virtual-time-budget=3000", url)
+	cmd := exec.CommandContext(ctx, chrome, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, out)
+	}
+	t.Logf("screenshot saved to %s", path)
+}
+
+func cutFlag(f string) (name, val string, hasVal bool) {
+	f = f[2:]
+	for i := range len(f) {
+		if f[i] == '=' {
+			return f[:i], f[i+1:], true
+		}
+	}
+	return f, "", false
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("sequence number %q: %v", s, err)
+	}
+	return n
+}
