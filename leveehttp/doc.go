@@ -1,0 +1,87 @@
+// Package leveehttp puts levee on both sides of net/http: NewHandler admits
+// each request on a server through an admit.Controller, and NewTransport
+// carries criticality, tenant, deadline and attempt to the next hop, retries
+// within a budget, throttles itself per host and turns levee rejections back
+// into *levee.RejectedError values.
+//
+// # Server
+//
+//	ctl := admit.New(admit.WithSignals(cpu, sched))
+//	go ctl.Run(ctx)
+//	srv := &http.Server{
+//		Handler:     leveehttp.NewHandler(mux, ctl),
+//		ConnContext: leveehttp.ConnContext, // optional: see Listener
+//	}
+//	srv.Serve(leveehttp.Listener(ln))
+//
+// The Handler reads these request headers (gRPC uses the same names in
+// lower case):
+//
+//	Levee-Criticality  CRITICAL_PLUS, CRITICAL (default), SHEDDABLE_PLUS,
+//	                   SHEDDABLE, or the numbers 4..1. Untrusted callers may
+//	                   lower their level, never raise it above CRITICAL.
+//	Levee-Tenant       honoured from trusted callers only (WithTrust);
+//	                   otherwise WithTenant's function or the caller's /24
+//	                   (IPv4) or /64 (IPv6) prefix. Long ids are hashed.
+//	Levee-Timeout-Ms   remaining budget in ms; grpc-timeout and
+//	                   X-Envoy-Expected-Rq-Timeout-Ms count too. The minimum
+//	                   of the valid ones wins, malformed ones are ignored,
+//	                   ≤ 0 is answered 504 at once, > 24 h is clamped. The
+//	                   request's deadline is the earlier of the server's and
+//	                   arrival + budget.
+//	Levee-Attempt      0 for a first attempt, 1, 2 for retries.
+//
+// Nobody is trusted by default: WithTrust opts callers in (for example by
+// their mTLS identity). Health and readiness probes (DefaultHealthPaths,
+// WithHealthPaths) are never shed.
+//
+// Rejections are written before next runs and before the body is read:
+//
+//	reason      status  headers
+//	overloaded  503     Retry-After (s ≥ 1), Levee-Retry-After-Ms, Levee-Reject: overloaded[; no-retry]
+//	quota       429     Retry-After (s ≥ 1), Levee-Retry-After-Ms, Levee-Reject: quota
+//	deadline    504     Levee-Reject: deadline
+//	throttled   503     as overloaded, always "; no-retry"
+//
+// Retry-After and Levee-Retry-After-Ms are jittered by ±25% around the
+// controller's advice so that clients rejected together do not return
+// together. WithLoadHeader adds Levee-Load (max over signals of
+// value ÷ target) to every response.
+//
+// # Client
+//
+//	client := &http.Client{Transport: leveehttp.NewTransport(nil)}
+//
+// The Transport sends the context's levee.Call (criticality, tenant), the
+// attempt number and the time left minus a margin as Levee-Timeout-Ms; with
+// no deadline on the context it applies the retry Policy's Timeout. It
+// refuses locally, without touching the network, when the per-host adaptive
+// throttle says so (*levee.RejectedError, Reason Throttled), retries
+// idempotent requests within the Policy and its budget, honours
+// Retry-After, Levee-Retry-After-Ms and no-retry, and returns levee
+// rejections (503 with Levee-Reject, 429, 504) as *levee.RejectedError,
+// which http.Client wraps in a *url.Error: test with errors.As or errors.Is.
+//
+// # Mid-tier mapping
+//
+// A server that calls other services answers its own caller by this table
+// (MidTier, Error). Only the layer directly above the rejecting one
+// retries; everything above it is told not to.
+//
+//	downstream outcome (after this layer's retries)    this server answers
+//	overloaded (503 Levee-Reject: overloaded)          503 overloaded; no-retry, downstream's delay
+//	retry budget exhausted                             503 overloaded; no-retry
+//	throttled locally (Reason Throttled)               503 overloaded; no-retry
+//	quota (429)                                        429 quota, downstream's delay passed through
+//	deadline (504, or context deadline/cancel)         504 deadline; no-retry
+//	any other error (Error only)                       502 bad gateway
+//
+// Use it explicitly with Error(w, r, err), or let the Handler apply it: when
+// a Transport call made with the request's context (or a context derived
+// from it) ends in a levee rejection and the handler then answers with a
+// status ≥ 500 (say a 502 from a proxy), the Handler answers with the
+// table's status and headers instead. Either way the downstream rejection
+// is the outcome reported to the admission controller (Ticket.Done), so it
+// learns about downstream overload. A handler that recovers (serves from a
+// cache) and answers < 500 is left alone and reports success.
+package leveehttp

@@ -1,0 +1,157 @@
+package leveehttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/wire"
+)
+
+// Shared mapped rejections without a delay: never modified.
+var (
+	errOverloadedNoRetry = &levee.RejectedError{Reason: levee.Overloaded, NoRetry: true}
+	errDeadlineNoRetry   = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
+)
+
+// MidTier maps the error of a downstream call to the rejection this server
+// should answer its own caller with (the table in the package
+// documentation), or nil when err is not an overload, quota or deadline
+// failure:
+//
+//   - a levee rejection for overload (the downstream's, after this layer's
+//     retries), an exhausted retry budget or a local throttle: Overloaded
+//     with NoRetry, keeping the downstream's delay;
+//   - a quota rejection: passed through with its delay and NoRetry;
+//   - a deadline rejection, context.DeadlineExceeded or context.Canceled:
+//     Deadline with NoRetry.
+func MidTier(err error) *levee.RejectedError {
+	if err == nil {
+		return nil
+	}
+	rej := levee.AsRejected(err)
+	if rej == nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return errDeadlineNoRetry
+		}
+		return nil
+	}
+	switch rej.Reason {
+	case levee.Quota:
+		return rej
+	case levee.Deadline:
+		return errDeadlineNoRetry
+	default: // Overloaded, Throttled, budget exhausted
+		if rej.RetryAfter <= 0 {
+			return errOverloadedNoRetry
+		}
+		return &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: rej.RetryAfter, NoRetry: true}
+	}
+}
+
+// Error answers r with the mid-tier mapping of err, the error of a
+// downstream call made while serving r (see MidTier): 503 "overloaded;
+// no-retry", 429 "quota" with the downstream's delay, or 504 "deadline".
+// Any other non-nil err is answered 502 Bad Gateway. When r is served by a
+// levee Handler, err is also reported to the admission controller as the
+// request's outcome (a downstream overload is how it learns that its
+// dependencies, not itself, are the bottleneck). Error does nothing for a
+// nil err.
+func Error(w http.ResponseWriter, r *http.Request, err error) {
+	if err == nil {
+		return
+	}
+	st := stateFrom(r.Context())
+	uniform := defaultUniform
+	if st != nil {
+		if st.explicit == nil {
+			st.explicit = err
+		}
+		uniform = st.h.uniform
+	}
+	m := MidTier(err)
+	if m == nil {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+		return
+	}
+	writeRejection(w, m, uniform)
+}
+
+// WriteRejection answers with rej as levee's wire protocol says: the status
+// for its reason (503 overloaded or throttled, 429 quota, 504 deadline),
+// Levee-Reject (with "; no-retry" when rej.NoRetry or for a throttled
+// rejection), and for overload and quota Retry-After (whole seconds, at
+// least 1) and Levee-Retry-After-Ms, jittered by ±25% around rej.RetryAfter
+// (DefaultRetryAfter when 0). It writes a short text body. A nil rej is
+// answered as overloaded; no-retry.
+func WriteRejection(w http.ResponseWriter, rej *levee.RejectedError) {
+	if rej == nil {
+		rej = errOverloadedNoRetry
+	}
+	writeRejection(w, rej, defaultUniform)
+}
+
+var rejectionBodies = [...][]byte{
+	levee.Overloaded: []byte("overloaded\n"),
+	levee.Quota:      []byte("over quota\n"),
+	levee.Deadline:   []byte("deadline exceeded\n"),
+	levee.Throttled:  []byte("overloaded\n"),
+}
+
+var (
+	textPlain = []string{"text/plain; charset=utf-8"}
+	nosniff   = []string{"nosniff"}
+)
+
+func writeRejection(w http.ResponseWriter, rej *levee.RejectedError, uniform func() float64) {
+	h := w.Header()
+	setRejectionHeaders(h, rej, uniform)
+	h["Content-Type"] = textPlain
+	h["X-Content-Type-Options"] = nosniff
+	delete(h, "Content-Length")
+	w.WriteHeader(rejectionStatus(rej.Reason))
+	body := rejectionBodies[levee.Overloaded]
+	if int(rej.Reason) < len(rejectionBodies) && rej.Reason != 0 {
+		body = rejectionBodies[rej.Reason]
+	}
+	_, _ = w.Write(body)
+}
+
+// rejectionStatus is the one table from levee.Reason to HTTP status.
+func rejectionStatus(r levee.Reason) int {
+	switch r {
+	case levee.Quota:
+		return http.StatusTooManyRequests
+	case levee.Deadline:
+		return http.StatusGatewayTimeout
+	default: // Overloaded, Throttled
+		return http.StatusServiceUnavailable
+	}
+}
+
+func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func() float64) {
+	reason, noRetry := rej.Reason, rej.NoRetry
+	if reason == levee.Throttled || reason == 0 || reason > levee.Throttled {
+		reason, noRetry = levee.Overloaded, true
+	}
+	h[wire.Reject] = []string{wire.FormatReject(reason, noRetry)}
+	if reason == levee.Deadline {
+		return
+	}
+	d := rej.RetryAfter
+	if d <= 0 {
+		d = DefaultRetryAfter
+	}
+	d = jitter(d, uniform())
+	var b [24]byte
+	h[wire.RetryAfter] = []string{string(wire.AppendRetryAfter(b[:0], d))}
+	h[wire.RetryAfterMs] = []string{string(wire.AppendRetryAfterMs(b[:0], d))}
+}
+
+// jitter spreads d uniformly over [0.75d, 1.25d) so that clients rejected
+// together do not come back together.
+func jitter(d time.Duration, u float64) time.Duration {
+	return time.Duration(float64(d) * (0.75 + 0.5*u))
+}

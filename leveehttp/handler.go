@@ -1,0 +1,401 @@
+package leveehttp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/wire"
+)
+
+// Header names of levee's wire protocol (see the package documentation).
+const (
+	HeaderCriticality  = wire.Criticality
+	HeaderTenant       = wire.Tenant
+	HeaderTimeoutMs    = wire.TimeoutMs
+	HeaderAttempt      = wire.Attempt
+	HeaderRetryAfterMs = wire.RetryAfterMs
+	HeaderReject       = wire.Reject
+	HeaderLoad         = wire.Load
+)
+
+// DefaultHealthPaths are the paths a Handler never sheds unless
+// WithHealthPaths says otherwise: probes must not fail because the server is
+// busy (a killed overloaded instance moves its load onto its peers).
+var DefaultHealthPaths = []string{"/healthz", "/readyz", "/livez"}
+
+// DefaultRetryAfter is the advice a Handler sends with an overload or quota
+// rejection whose controller gave none.
+const DefaultRetryAfter = time.Second
+
+// QueueObserver receives the time each request spent between its arrival
+// and the handler. *pressure.QueueDelay implements it. Observe must be safe
+// for concurrent use and should not allocate.
+type QueueObserver interface {
+	Observe(d time.Duration)
+}
+
+// HandlerOption configures NewHandler.
+type HandlerOption func(*handlerConfig)
+
+type handlerConfig struct {
+	trust      func(*http.Request) bool
+	tenant     func(*http.Request) string
+	health     map[string]bool
+	loadHeader bool
+	queue      QueueObserver
+	rand       func() uint64
+	now        func() time.Time
+}
+
+// WithTrust sets the function that says whether a request comes from a
+// trusted caller (for example one authenticated by mTLS as an internal
+// service). Trusted callers' Levee-Criticality is honoured in full and their
+// Levee-Tenant is believed. Default: nobody is trusted, so a caller may lower
+// its criticality but never raise it above CRITICAL, and its tenant comes
+// from WithTenant or its address. The function runs on every request and
+// should be cheap.
+func WithTrust(f func(r *http.Request) bool) HandlerOption {
+	return func(c *handlerConfig) { c.trust = f }
+}
+
+// WithTenant sets the function that names the tenant of a request whose
+// tenant is not taken from a trusted caller's Levee-Tenant header, typically
+// from authentication. An empty result falls back to the default, the
+// caller's network prefix (/24 for IPv4, /64 for IPv6), so that rotating ids
+// buys an abuser nothing. Results are used as they are: keep them short.
+func WithTenant(f func(r *http.Request) string) HandlerOption {
+	return func(c *handlerConfig) { c.tenant = f }
+}
+
+// WithHealthPaths replaces DefaultHealthPaths: requests whose URL path is
+// exactly one of paths go straight to the next handler, never shed and
+// never counted. No paths means none is exempt.
+func WithHealthPaths(paths ...string) HandlerOption {
+	return func(c *handlerConfig) {
+		c.health = make(map[string]bool, len(paths))
+		for _, p := range paths {
+			c.health[p] = true
+		}
+	}
+}
+
+// WithLoadHeader adds Levee-Load (the controller's Load: max over signals of
+// value ÷ target, 1.0 = at target, three decimals) to every response, for
+// load balancers. Default off.
+func WithLoadHeader(on bool) HandlerOption {
+	return func(c *handlerConfig) { c.loadHeader = on }
+}
+
+// WithQueueDelay feeds q with each request's time between its arrival and
+// the handler, rejected requests included. The arrival is the first bytes
+// of the request when the server uses Listener and ConnContext (HTTP/1 only,
+// see Listener), and the handler's start otherwise, which sees only the
+// queueing inside the handler chain. Default: none.
+func WithQueueDelay(q QueueObserver) HandlerOption {
+	return func(c *handlerConfig) { c.queue = q }
+}
+
+// WithRand sets the random source used to jitter Retry-After (±25%), for
+// deterministic tests. Default: math/rand/v2's per-goroutine source.
+func WithRand(f func() uint64) HandlerOption {
+	return func(c *handlerConfig) { c.rand = f }
+}
+
+// admitFunc and doneFunc let tests replace the controller.
+type (
+	admitFunc func(ctx context.Context) (admit.Ticket, error)
+	doneFunc  func(t *admit.Ticket, err error)
+)
+
+// Handler is the server side of levee for net/http. Build it with
+// NewHandler.
+type Handler struct {
+	next  http.Handler
+	cfg   handlerConfig
+	admit admitFunc
+	done  doneFunc
+	load  func() float64
+	// loadCache holds the last formatted Levee-Load value.
+	loadCache atomic.Pointer[loadValue]
+}
+
+type loadValue struct {
+	v float64
+	s []string
+}
+
+// NewHandler returns a Handler that admits each request through c before
+// calling next. For every request whose path is not a health path it:
+//
+//   - reads Levee-Criticality, Levee-Tenant, Levee-Attempt and the timeout
+//     headers (Levee-Timeout-Ms, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms)
+//     as the package documentation describes, trusting nobody by default;
+//   - refuses, without calling next or reading the body, a request whose
+//     context is already done or whose time budget is spent (504), and one
+//     the controller rejects (503 overloaded, 429 quota, 504 deadline, with
+//     Retry-After, Levee-Retry-After-Ms and Levee-Reject);
+//   - otherwise calls next with a copy of the request whose context carries
+//     the levee.Call, the earlier of the server's and the caller's deadline
+//     and, when above 0, the degradation level (degrade.FromContext);
+//   - reports the outcome to the controller: an error for a status ≥ 500,
+//     the downstream rejection when the handler called Error or answered
+//     ≥ 500 after a Transport call made with the request's context was
+//     rejected (see the mapping table in the package documentation).
+//
+// A nil next means http.NotFoundHandler(); a nil c admits everything. The
+// caller's request is never modified. The Handler is safe for concurrent
+// use.
+func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *Handler {
+	h := &Handler{next: next}
+	if h.next == nil {
+		h.next = http.NotFoundHandler()
+	}
+	h.cfg.health = make(map[string]bool, len(DefaultHealthPaths))
+	for _, p := range DefaultHealthPaths {
+		h.cfg.health[p] = true
+	}
+	for _, o := range opts {
+		o(&h.cfg)
+	}
+	if h.cfg.now == nil {
+		h.cfg.now = time.Now
+	}
+	h.done = func(t *admit.Ticket, err error) { t.Done(err) }
+	if c != nil {
+		h.admit = c.Admit
+		h.load = c.Load
+	} else {
+		h.admit = func(context.Context) (admit.Ticket, error) { return admit.Ticket{}, nil }
+		h.load = func() float64 { return 0 }
+	}
+	return h
+}
+
+// Unwrap returns the next handler.
+func (h *Handler) Unwrap() http.Handler { return h.next }
+
+var errServerError = errors.New("leveehttp: handler answered with a status ≥ 500")
+
+// Shared rejections for the handler's own decisions: never modified.
+var (
+	errCallerGone = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
+	errExpired    = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
+)
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.cfg.health[r.URL.Path] {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	now := h.cfg.now()
+	arrival := arrivalOf(r, now)
+	if h.cfg.queue != nil {
+		h.cfg.queue.Observe(now.Sub(arrival))
+	}
+	if h.cfg.loadHeader {
+		w.Header()[wire.Load] = h.loadHeader()
+	}
+	ctx := r.Context()
+	if ctx.Err() != nil {
+		h.reject(w, errCallerGone)
+		return
+	}
+
+	trusted := h.cfg.trust != nil && h.cfg.trust(r)
+	call := levee.Call{}
+	call.Criticality, _ = wire.ParseCriticality(r.Header[wire.Criticality])
+	if !trusted && call.Criticality.Rank() > levee.Critical.Rank() {
+		call.Criticality = levee.Critical
+	}
+	if trusted {
+		call.Tenant, _ = wire.ParseTenant(r.Header[wire.Tenant])
+	}
+	if call.Tenant == "" && h.cfg.tenant != nil {
+		call.Tenant = h.cfg.tenant(r)
+	}
+	if call.Tenant == "" {
+		call.Tenant = peerTenant(r)
+	}
+	call.Attempt, _ = wire.ParseAttempt(r.Header[wire.Attempt])
+
+	ctx = levee.WithCall(ctx, call)
+	cancel := context.CancelFunc(nil)
+	if d, ok := wire.ParseTimeout(r.Header[wire.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs]); ok {
+		dl := arrival.Add(d)
+		if d <= 0 || !dl.After(now) {
+			h.reject(w, errExpired)
+			return
+		}
+		if old, has := ctx.Deadline(); !has || dl.Before(old) {
+			ctx, cancel = context.WithDeadline(ctx, dl)
+		}
+	}
+	if cancel != nil {
+		defer cancel()
+	}
+
+	ticket, err := h.admit(ctx)
+	if err != nil {
+		h.reject(w, err)
+		return
+	}
+	if l := ticket.DegradeLevel(); l > 0 {
+		ctx = degrade.WithLevel(ctx, l)
+	}
+
+	st := &state{h: h, parent: ctx}
+	st.rw.st = st
+	st.rw.w = w
+	finished := false
+	defer func() {
+		if !finished {
+			// next panicked: report a failure and let net/http recover.
+			h.done(&ticket, errServerError)
+		}
+	}()
+	h.next.ServeHTTP(&st.rw, r.WithContext(st))
+	finished = true
+	h.done(&ticket, st.outcome())
+}
+
+// reject writes err (a *levee.RejectedError, or anything else as a generic
+// overload) without touching the request.
+func (h *Handler) reject(w http.ResponseWriter, err error) {
+	rej := levee.AsRejected(err)
+	if rej == nil {
+		rej = errOverloadedNoRetry
+	}
+	writeRejection(w, rej, h.uniform)
+}
+
+func (h *Handler) uniform() float64 {
+	var x uint64
+	if h.cfg.rand != nil {
+		x = h.cfg.rand()
+	} else {
+		x = rand.Uint64()
+	}
+	return float64(x>>11) / (1 << 53)
+}
+
+func (h *Handler) loadHeader() []string {
+	v := h.load()
+	if math.IsNaN(v) {
+		v = 0
+	}
+	if c := h.loadCache.Load(); c != nil && c.v == v {
+		return c.s
+	}
+	var b [32]byte
+	c := &loadValue{v: v, s: []string{string(wire.AppendLoad(b[:0], v))}}
+	h.loadCache.Store(c)
+	return c.s
+}
+
+// state is one admitted request's bookkeeping, allocated once: it is both
+// the context handed to next (answering stateKey) and, through rw, the
+// ResponseWriter.
+type state struct {
+	h      *Handler
+	parent context.Context
+	rw     recorder
+	// explicit is the error given to Error, if any.
+	explicit error
+	// downstream is the first levee rejection a Transport got for a call made
+	// with this request's context.
+	downstream atomic.Pointer[levee.RejectedError]
+}
+
+type stateKey struct{}
+
+func (s *state) Deadline() (time.Time, bool) { return s.parent.Deadline() }
+func (s *state) Done() <-chan struct{}       { return s.parent.Done() }
+func (s *state) Err() error                  { return s.parent.Err() }
+func (s *state) String() string              { return "leveehttp.requestContext" }
+func (s *state) Value(key any) any {
+	if key == (stateKey{}) {
+		return s
+	}
+	return s.parent.Value(key)
+}
+
+// stateFrom returns the state of the levee Handler serving ctx's request.
+func stateFrom(ctx context.Context) *state {
+	s, _ := ctx.Value(stateKey{}).(*state)
+	return s
+}
+
+func (s *state) outcome() error {
+	if s.explicit != nil {
+		return s.explicit
+	}
+	if s.rw.status >= 500 {
+		if d := s.downstream.Load(); d != nil {
+			return d
+		}
+		return errServerError
+	}
+	if err := s.parent.Err(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// recorder watches the status next writes. When next answers ≥ 500 after a
+// downstream levee rejection, it answers with the mid-tier mapping instead.
+type recorder struct {
+	st     *state
+	w      http.ResponseWriter
+	status int
+}
+
+func (rw *recorder) Header() http.Header { return rw.w.Header() }
+
+func (rw *recorder) WriteHeader(code int) {
+	if rw.status == 0 && code >= 200 {
+		if code >= 500 && rw.st.explicit == nil {
+			if d := rw.st.downstream.Load(); d != nil {
+				if m := MidTier(d); m != nil {
+					code = rejectionStatus(m.Reason)
+					setRejectionHeaders(rw.w.Header(), m, rw.st.h.uniform)
+				}
+			}
+		}
+		rw.status = code
+	}
+	rw.w.WriteHeader(code)
+}
+
+func (rw *recorder) Write(p []byte) (int, error) {
+	if rw.status == 0 {
+		rw.WriteHeader(http.StatusOK)
+	}
+	return rw.w.Write(p)
+}
+
+// Unwrap returns the underlying ResponseWriter for http.ResponseController.
+func (rw *recorder) Unwrap() http.ResponseWriter { return rw.w }
+
+// Flush implements http.Flusher when the underlying writer can flush.
+func (rw *recorder) Flush() {
+	if rw.status == 0 {
+		rw.WriteHeader(http.StatusOK)
+	}
+	_ = http.NewResponseController(rw.w).Flush()
+}
+
+// Hijack implements http.Hijacker when the underlying writer can hijack.
+func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(rw.w).Hijack()
+}
