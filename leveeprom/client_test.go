@@ -159,4 +159,3 @@ func valueOf(t *testing.T, c prometheus.Collector, name string, labels map[strin
 	t.Fatalf("no sample %s%v", name, labels)
 	return 0
 }
-
