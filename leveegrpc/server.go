@@ -2,15 +2,16 @@ package leveegrpc
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
 	"github.com/levee-dev/levee"
@@ -25,6 +26,7 @@ import (
 // it is safe for concurrent use.
 type Server struct {
 	c        *admit.Controller
+	rand     func() uint64
 	trust    func(ctx context.Context) bool
 	tenant   func(ctx context.Context) string
 	exempt   func(method string) bool
@@ -78,6 +80,18 @@ func WithExempt(f func(method string) bool) Option {
 func WithLoadReport(on bool) Option {
 	return func(s *Server) { s.load = on }
 }
+
+// WithRand sets the random source that jitters the retry delay of
+// rejections (±25%, so that callers rejected together do not come back
+// together), for deterministic tests. It must be safe for concurrent use.
+// Default (or nil): math/rand/v2's runtime source.
+func WithRand(f func() uint64) Option {
+	return func(s *Server) { s.rand = f }
+}
+
+// DefaultRetryAfter is the delay a Server advises with an overload or quota
+// rejection whose controller gave none (as leveehttp does).
+const DefaultRetryAfter = time.Second
 
 // HealthPrefix is the method prefix of the gRPC health service, exempt from
 // admission by default.
@@ -154,7 +168,7 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 	}
 	t, err := s.c.Admit(ctx)
 	if err != nil {
-		return nil, rejectStatus(err).Err()
+		return nil, Status(s.advise(levee.AsRejected(err))).Err()
 	}
 	s.inflight.Add(1)
 	a := &admitted{s: s, ticket: t}
@@ -184,11 +198,11 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 	}
 	t, aerr := s.c.Admit(ctx)
 	if aerr != nil {
-		st := rejectStatus(aerr)
-		if md := Pushback(levee.AsRejected(aerr)); md != nil {
+		rej := s.advise(levee.AsRejected(aerr))
+		if md := Pushback(rej); md != nil {
 			_ = grpc.SetTrailer(ctx, md)
 		}
-		return nil, st.Err()
+		return nil, Status(rej).Err()
 	}
 	s.inflight.Add(1)
 	if l := t.DegradeLevel(); l != 0 {
@@ -220,11 +234,11 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 	}
 	t, aerr := s.c.Admit(ctx)
 	if aerr != nil {
-		st := rejectStatus(aerr)
-		if md := Pushback(levee.AsRejected(aerr)); md != nil {
+		rej := s.advise(levee.AsRejected(aerr))
+		if md := Pushback(rej); md != nil {
 			ss.SetTrailer(md)
 		}
-		return st.Err()
+		return Status(rej).Err()
 	}
 	s.inflight.Add(1)
 	if l := t.DegradeLevel(); l != 0 {
@@ -253,7 +267,7 @@ func (s *Server) finish(ctx context.Context, err error, ss grpc.ServerStream) er
 	var md metadata.MD
 	if err != nil {
 		if rej := levee.AsRejected(err); rej != nil {
-			up := upward(rej)
+			up := s.advise(upward(rej))
 			md = Pushback(up)
 			err = Status(up).Err()
 		}
@@ -276,9 +290,29 @@ func (s *Server) finish(ctx context.Context, err error, ss grpc.ServerStream) er
 	return err
 }
 
-// rejectStatus is the status for an error returned by admit.
-func rejectStatus(err error) *status.Status {
-	return Status(levee.AsRejected(err))
+// advise returns the rejection to send for rej: for overload and quota
+// rejections that may be retried, the delay (DefaultRetryAfter when rej
+// gives none) jittered uniformly over ±25%. A nil rej (admit returned some
+// other error) is sent as overloaded; no-retry.
+func (s *Server) advise(rej *levee.RejectedError) *levee.RejectedError {
+	if rej == nil {
+		return overloadedNoRetry
+	}
+	if rej.NoRetry || (rej.Reason != levee.Overloaded && rej.Reason != levee.Quota) {
+		return rej
+	}
+	d := rej.RetryAfter
+	if d <= 0 {
+		d = DefaultRetryAfter
+	}
+	var x uint64
+	if s.rand != nil {
+		x = s.rand()
+	} else {
+		x = rand.Uint64()
+	}
+	u := float64(x>>11) / (1 << 53)
+	return &levee.RejectedError{Reason: rej.Reason, RetryAfter: time.Duration(float64(d) * (0.75 + 0.5*u))}
 }
 
 // callFrom reads the request's levee.Call from its metadata: md when given

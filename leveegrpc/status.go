@@ -1,7 +1,6 @@
 package leveegrpc
 
 import (
-
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"

@@ -1,0 +1,122 @@
+// Package leveegrpc brings levee's overload protection to gRPC: admission
+// control on the server (a tap handle that rejects before anything is
+// decoded, and unary and stream interceptors) and throttling, budgeted
+// retries and propagation on the client, speaking the status codes,
+// trailers and status details gRPC clients already understand.
+//
+// # Server
+//
+//	s := leveegrpc.NewServer(controller)          // an *admit.Controller
+//	srv := grpc.NewServer(s.ServerOptions()...)   // tap + both interceptors
+//
+// Each request is admitted exactly once, whichever parts are installed:
+//
+//   - InHandle (grpc.InTapHandle) runs on the connection's reader goroutine
+//     when the request's headers arrive, before gRPC creates the stream or
+//     reads a message: the cheapest rejection there is. It has no hook at
+//     the end of the stream, so it hands the ticket it took to the
+//     interceptors through the context it returns (an unexported key); the
+//     interceptor that finds it does not admit again and releases the
+//     ticket when the handler returns. If no interceptor runs (none
+//     installed, unknown method, stream aborted before its handler) the
+//     ticket is released by context.AfterFunc when gRPC cancels the stream's
+//     context, which it does whenever a stream ends.
+//   - UnaryServerInterceptor and StreamServerInterceptor admit the request
+//     themselves when the tap did not, put its levee.Call and degradation
+//     level (degrade.FromContext) in the handler's context, release the
+//     ticket when the handler returns (with the handler's error, so the
+//     controller learns about downstream overload), and map the handler's
+//     levee rejections (the mid-tier mapping below).
+//
+// The request's levee.Call comes from its metadata: levee-criticality,
+// levee-tenant and levee-attempt (package internal/wire parses them, as
+// for HTTP). Nobody is trusted by default (WithTrust opts callers in): an
+// untrusted caller may lower its criticality but never raise it above
+// CRITICAL, and its tenant is WithTenant's answer or else its network
+// prefix (/24, /64), so rotating ids buys nothing. The deadline is gRPC's
+// own (grpc-timeout): the controller rejects work whose deadline has passed
+// or cannot be met. The gRPC health service is never shed (WithExempt).
+//
+// # Status mapping
+//
+// One table from levee.Reason to gRPC, for the server's own rejections and
+// for the mid-tier mapping of a handler's error:
+//
+//	situation                          code                pushback trailer¹   status details²
+//	overloaded, retry later            UNAVAILABLE         <ms>                ErrorInfo "overloaded", RetryInfo <delay>
+//	overloaded, don't retry            UNAVAILABLE         -1                  ErrorInfo "overloaded; no-retry"
+//	tenant over quota                  RESOURCE_EXHAUSTED  <ms>                ErrorInfo "quota", RetryInfo <delay>
+//	deadline passed or unmeetable      DEADLINE_EXCEEDED   —                   ErrorInfo "deadline; no-retry"
+//	mid-tier, downstream overloaded³   UNAVAILABLE         -1                  ErrorInfo "overloaded; no-retry"
+//	mid-tier, throttled or no budget⁴  UNAVAILABLE         -1                  ErrorInfo "overloaded; no-retry"
+//	mid-tier, downstream quota         RESOURCE_EXHAUSTED  <downstream ms>     ErrorInfo "quota", RetryInfo <delay>
+//	mid-tier, downstream deadline      DEADLINE_EXCEEDED   —                   ErrorInfo "deadline; no-retry"
+//
+// ¹ grpc-retry-pushback-ms (gRFC A6), sent by the interceptors only: the
+// tap ends the stream before any trailer can be written, so a tap rejection
+// carries its delay and "no-retry" in the status details alone. grpc-go's
+// built-in retry reads the trailer but not the details: behind a tap it
+// retries with its own backoff. levee clients read both. The delay is the
+// controller's advice (DefaultRetryAfter when it gives none), jittered by
+// ±25% so that callers rejected together do not return together.
+//
+// ² google.rpc.ErrorInfo with domain ErrorDomain, reason OVERLOADED, QUOTA
+// or DEADLINE and metadata InfoReject (the Levee-Reject header value) and
+// InfoRetryAfterMs; google.rpc.RetryInfo only when the caller may retry.
+//
+// ³ after this tier's own retries, or when the downstream said no-retry:
+// only the layer directly above the overloaded one retries.
+//
+// ⁴ a call refused by the local adaptive throttle, or a retry refused by
+// the retry budget.
+//
+// The status message is the rejection's text, e.g. "levee: rejected:
+// overloaded; retry after 1.2s". A rejection never arrives as Unknown or
+// PermissionDenied: the tap always returns a status error.
+//
+// Status, Pushback and Rejection expose the table for other code; Error
+// applies the mid-tier mapping for servers without the interceptors.
+//
+// # Client
+//
+//	c := leveegrpc.NewClient(leveegrpc.WithPolicy(retry.Policy{}))
+//	cc, err := grpc.NewClient(target, append(c.DialOptions(), creds)...)
+//
+// For each call the client interceptors
+//
+//   - bound the deadline: the caller's minus a margin (WithMargin), sent by
+//     gRPC itself as grpc-timeout; without one, unary calls get the policy's
+//     timeout (retry.DefaultTimeout); a call with no time left fails at
+//     once with DEADLINE_EXCEEDED;
+//   - ask the target's adaptive throttle (throttle.Group, one per
+//     cc.Target() by default): a refused call never touches the network and
+//     fails with a Throttled rejection (UNAVAILABLE "no-retry" upward);
+//   - send the context's levee.Call as levee-criticality, levee-tenant and
+//     levee-attempt, so a mid-tier's outgoing calls inherit the incoming
+//     criticality and tenant;
+//   - retry unary calls as the retry.Policy and its budget allow, waiting
+//     at least the server's pushback (trailer, RetryInfo or ErrorInfo), never
+//     after "no-retry" (-1), a quota rejection without a delay, or a
+//     deadline; plain UNAVAILABLE without levee's marks (connection lost) is
+//     retried only for idempotent calls. Streams retry only their
+//     establishment: a rejection arriving on RecvMsg is returned, not
+//     retried.
+//
+// A failed call returns the call's own error, or for a levee rejection an
+// error that carries the *levee.RejectedError (levee.AsRejected,
+// errors.Is(err, levee.ErrOverloaded)) and whose gRPC status is the
+// mid-tier mapping: a handler that returns it as it is answers its own
+// caller correctly.
+//
+// # grpc-go's built-in retry
+//
+// grpc-go retries by itself when the service config has a retryPolicy
+// (and then honours grpc-retry-pushback-ms, -1 included), and retries
+// transparently a request that never left the client. Both layers retrying
+// multiplies the attempts (3 × 3 = 9 per call): use one. DialOptions adds
+// grpc.WithDisableRetry() when levee retries; to keep grpc-go's retry
+// instead, use retry.Policy{MaxAttempts: 1} (levee still throttles and
+// propagates). Transparent retries stay on either way; they add no load to
+// a server that never saw the request. grpc-go's retry does not see a tap
+// rejection's delay or "no-retry", which live in the status details only.
+package leveegrpc
