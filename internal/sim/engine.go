@@ -1,0 +1,97 @@
+package sim
+
+import "time"
+
+// evKind says what an event does when it fires.
+type evKind uint8
+
+const (
+	evArrival      evKind = iota // a client population creates a request (i = population)
+	evAttemptTimer               // a caller stops waiting for an attempt (c, gen)
+	evRetry                      // a caller's backoff is over (c, gen)
+	evServiceDone                // a core finishes a job (j, gen)
+	evControl                    // control period: signals, admit.Step, health checks, series
+	evScenario                   // a scenario event (i = index)
+	evRestart                    // a crashed instance comes back (i = instance, gen)
+	evEventEnd                   // a scenario event with a duration ends (i = index)
+	evPhase                      // a phase boundary (i = phase index)
+)
+
+// event is an entry of the event queue. Events that may become stale carry
+// the generation of the object they act on and are dropped when it moved on.
+type event struct {
+	t    int64 // virtual time, ns
+	seq  uint64
+	c    *call
+	j    *job
+	i    int32
+	gen  uint32
+	kind evKind
+}
+
+func (a *event) before(b *event) bool {
+	return a.t < b.t || (a.t == b.t && a.seq < b.seq)
+}
+
+// queue is a 4-ary min-heap of events ordered by (time, insertion order),
+// so equal times fire in the order they were scheduled: deterministic.
+type queue struct {
+	h   []event
+	seq uint64
+}
+
+func (q *queue) push(e event) {
+	q.seq++
+	e.seq = q.seq
+	q.h = append(q.h, e)
+	h := q.h
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (q *queue) pop() event {
+	h := q.h
+	top := h[0]
+	n := len(h) - 1
+	h[0] = h[n]
+	h[n] = event{}
+	h = h[:n]
+	q.h = h
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		m := c
+		end := min(c+4, n)
+		for k := c + 1; k < end; k++ {
+			if h[k].before(&h[m]) {
+				m = k
+			}
+		}
+		if !h[m].before(&h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	return top
+}
+
+func (q *queue) len() int { return len(q.h) }
+
+// epoch is virtual time zero. A fixed date keeps every run identical.
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// at converts virtual nanoseconds to the time.Time the policies see.
+func at(t int64) time.Time { return epoch.Add(time.Duration(t)) }
+
+const never = int64(1<<63 - 1)
