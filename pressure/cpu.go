@@ -1,0 +1,284 @@
+package pressure
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/cgroup"
+)
+
+// CPU is the CPU time used by this process as a fraction of the cores it may
+// use: 1.0 means every core it is allowed is busy with its work. It
+// implements levee.Signal with Name "cpu" and a default Target of 0.8.
+//
+// Each sample computes, over the time since the previous sample,
+//
+//	process = Δ(this process's CPU time) / (Δwall × allowed cores)
+//	allowed = min(GOMAXPROCS, cgroup quota ÷ period, cpuset size)
+//	group   = Δ(quota cgroup's CPU time) / (Δwall × quota cores)   (only when a quota is set)
+//	raw     = max(process, group)
+//
+// and Value is raw smoothed by an EWMA (WithCPUSmoothing). The process's CPU
+// time comes from getrusage(RUSAGE_SELF) (user + system, all threads); see
+// the package documentation for why the denominator and the numerator are
+// chosen this way. Value is NaN until two samples have been taken.
+//
+// A CPU is safe for concurrent use: Value and Target are atomic reads;
+// SampleAt calls are serialised.
+type CPU struct {
+	cfg    cpuConfig
+	cg     *cgroup.CPU
+	cgErr  error
+	target float64
+	value  atomicFloat
+
+	mu        sync.Mutex
+	lastAt    time.Time
+	lastSelf  time.Duration
+	lastGroup time.Duration
+	groupDir  string // QuotaDir of lastGroup; "" when not read
+	limit     cgroup.Limit
+	limitAt   time.Time
+	haveLimit bool
+	smooth    ewma
+	reading   CPUReading
+}
+
+var _ levee.Signal = (*CPU)(nil)
+
+type cpuConfig struct {
+	target  float64
+	period  time.Duration
+	tau     time.Duration
+	fsys    fs.FS
+	usage   func() (time.Duration, error)
+	procs   func() int
+	refresh time.Duration
+}
+
+// CPUOption configures a CPU signal.
+type CPUOption func(*cpuConfig, *checker)
+
+// WithCPUTarget sets the utilisation the admission controller steers to.
+// Default 0.8; unit: fraction of the allowed cores; range (0, 2].
+func WithCPUTarget(f float64) CPUOption {
+	return func(c *cpuConfig, ch *checker) {
+		if !(f > 0 && f <= 2) {
+			ch.bad("WithCPUTarget(%v): must be in (0, 2]", f)
+		}
+		c.target = f
+	}
+}
+
+// WithCPUPeriod sets how often Run samples. Default 100ms; range [10ms, 1m].
+// Shorter periods react faster and are noisier (the kernel accounts CPU time
+// precisely, so 10 ms is usable but jumpy).
+func WithCPUPeriod(d time.Duration) CPUOption {
+	return func(c *cpuConfig, ch *checker) { ch.period("WithCPUPeriod", d); c.period = d }
+}
+
+// WithCPUSmoothing sets the EWMA time constant applied to the raw
+// utilisation: a step change is 63% reflected after d. Default 200ms (two
+// samples at the default period); 0 disables smoothing; range [0, 1m].
+func WithCPUSmoothing(d time.Duration) CPUOption {
+	return func(c *cpuConfig, ch *checker) { ch.smoothing("WithCPUSmoothing", d); c.tau = d }
+}
+
+// WithCgroupFS sets the filesystem in which /proc/self/cgroup,
+// /proc/self/mountinfo and the cgroup files are read, rooted at "/".
+// Default os.DirFS("/"); tests pass a fixture tree. nil disables cgroup
+// lookup: the denominator is then GOMAXPROCS alone.
+func WithCgroupFS(fsys fs.FS) CPUOption {
+	return func(c *cpuConfig, _ *checker) { c.fsys = fsys }
+}
+
+// WithProcessCPU sets the reader of this process's cumulative CPU time
+// (user + system). Default getrusage(RUSAGE_SELF); tests inject a fake that
+// follows a virtual clock. nil is an error.
+func WithProcessCPU(f func() (time.Duration, error)) CPUOption {
+	return func(c *cpuConfig, ch *checker) {
+		if f == nil {
+			ch.bad("WithProcessCPU(nil): need a reader")
+		}
+		c.usage = f
+	}
+}
+
+// WithMaxProcs sets the function returning the number of cores the Go
+// runtime may run code on. Default runtime.GOMAXPROCS(0) (which also
+// follows the cgroup quota since Go 1.25 unless GOMAXPROCS is set by
+// hand). It is called on every sample; results below 1 count as 1. nil is
+// an error.
+func WithMaxProcs(f func() int) CPUOption {
+	return func(c *cpuConfig, ch *checker) {
+		if f == nil {
+			ch.bad("WithMaxProcs(nil): need a function")
+		}
+		c.procs = f
+	}
+}
+
+// NewCPU returns a CPU signal. It locates the cgroup CPU controller once
+// (see package internal/cgroup); when there is none, or its files cannot be
+// read, it falls back to GOMAXPROCS as the denominator and says so in
+// Reading().Source. The only errors are out-of-range options.
+func NewCPU(opts ...CPUOption) (*CPU, error) {
+	cfg := cpuConfig{
+		target:  0.8,
+		period:  100 * time.Millisecond,
+		tau:     200 * time.Millisecond,
+		fsys:    os.DirFS("/"),
+		usage:   processCPU,
+		procs:   func() int { return runtime.GOMAXPROCS(0) },
+		refresh: time.Second,
+	}
+	var ch checker
+	for _, o := range opts {
+		o(&cfg, &ch)
+	}
+	if err := ch.err(); err != nil {
+		return nil, err
+	}
+	c := &CPU{cfg: cfg, target: cfg.target, smooth: ewma{tau: cfg.tau}}
+	c.value.store(math.NaN())
+	if cfg.fsys != nil {
+		c.cg, c.cgErr = cgroup.FindCPU(cfg.fsys)
+	} else {
+		c.cgErr = errors.New("pressure: cgroup lookup disabled")
+	}
+	c.reading = CPUReading{Value: math.NaN(), Raw: math.NaN(), Process: math.NaN(), Group: math.NaN(), Source: c.source()}
+	return c, nil
+}
+
+func (c *CPU) source() string {
+	if c.cg == nil {
+		return "getrusage / GOMAXPROCS (no cgroup: " + c.cgErr.Error() + ")"
+	}
+	return "getrusage / min(GOMAXPROCS, " + c.cg.String() + ")"
+}
+
+// Name returns "cpu".
+func (c *CPU) Name() string { return "cpu" }
+
+// Value returns the smoothed utilisation of the allowed cores (0..1, a
+// little above 1 when threads outside the Go scheduler, such as cgo calls,
+// add work), or NaN before the second sample.
+func (c *CPU) Value() float64 { return c.value.load() }
+
+// Target returns the utilisation the controller steers to (default 0.8).
+func (c *CPU) Target() float64 { return c.target }
+
+// Period returns the sampling period of Run.
+func (c *CPU) Period() time.Duration { return c.cfg.period }
+
+// CPUReading is the detail of the latest CPU sample, for reports and
+// debugging.
+type CPUReading struct {
+	// Time of the sample.
+	Time time.Time
+	// Value is the smoothed utilisation (what Value returns).
+	Value float64
+	// Raw is the unsmoothed max(Process, Group).
+	Raw float64
+	// Process is this process's utilisation of the allowed cores.
+	Process float64
+	// Group is the quota cgroup's utilisation of its quota; NaN when the
+	// cgroup has no quota (its usage would count other processes, the
+	// whole host at the root).
+	Group float64
+	// Cores is the denominator of Process: the cores this process may use.
+	Cores float64
+	// Bound names what sets Cores: "GOMAXPROCS", "cgroup quota" or "cpuset".
+	Bound string
+	// Source describes where the numbers come from.
+	Source string
+	// Err is the last error met while sampling (nil when all went well);
+	// sampling carries on with what could be read.
+	Err error
+}
+
+// Reading returns the detail of the latest sample.
+func (c *CPU) Reading() CPUReading {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reading
+}
+
+// SampleAt takes a sample at now: it reads this process's CPU time and,
+// at most once a second, the cgroup limits. Samples with now not after
+// the previous one are ignored. Run calls it with real time; tests and
+// simulators call it with virtual time and fake readers.
+func (c *CPU) SampleAt(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	self, err := c.cfg.usage()
+	if err != nil {
+		c.reading.Err = err
+		return
+	}
+	if !c.lastAt.IsZero() && !now.After(c.lastAt) {
+		return
+	}
+	c.reading.Err = nil
+	if c.cg != nil && (!c.haveLimit || now.Sub(c.limitAt) >= c.cfg.refresh || now.Before(c.limitAt)) {
+		l, err := c.cg.Limit()
+		if err != nil {
+			// A quota that cannot be parsed is not trusted: fall back to
+			// GOMAXPROCS rather than guess.
+			l = cgroup.Limit{Quota: cgroup.Quota{Quota: -1, Period: 100 * time.Millisecond}}
+			c.reading.Err = err
+		}
+		c.limit, c.limitAt, c.haveLimit = l, now, true
+	}
+
+	cores, bound := float64(max(1, c.cfg.procs())), "GOMAXPROCS"
+	if q := c.limit.Quota.Cores(); q < cores {
+		cores, bound = q, "cgroup quota"
+	}
+	if n := float64(c.limit.CPUs); n > 0 && n < cores {
+		cores, bound = n, "cpuset"
+	}
+
+	group, groupDir := time.Duration(0), ""
+	if c.limit.QuotaDir != "" {
+		g, err := c.cg.Usage(c.limit)
+		if err != nil {
+			c.reading.Err = err
+		} else {
+			group, groupDir = g, c.limit.QuotaDir
+		}
+	}
+
+	first := c.lastAt.IsZero()
+	dt := now.Sub(c.lastAt)
+	dSelf, dGroup := self-c.lastSelf, group-c.lastGroup
+	haveGroup := groupDir != "" && groupDir == c.groupDir
+	c.lastAt, c.lastSelf, c.lastGroup, c.groupDir = now, self, group, groupDir
+	if first {
+		return
+	}
+	proc := math.Max(0, float64(dSelf)/float64(dt)/cores)
+	grp := math.NaN()
+	raw := proc
+	if haveGroup {
+		grp = math.Max(0, float64(dGroup)/float64(dt)/c.limit.Quota.Cores())
+		raw = math.Max(raw, grp)
+	}
+	v := c.smooth.update(raw, dt)
+	c.value.store(v)
+	c.reading = CPUReading{
+		Time: now, Value: v, Raw: raw, Process: proc, Group: grp,
+		Cores: cores, Bound: bound, Source: c.source(), Err: c.reading.Err,
+	}
+}
+
+// Run samples every Period with real time until ctx is done, then returns.
+// Start it with go c.Run(ctx); cancelling ctx stops it.
+func (c *CPU) Run(ctx context.Context) { run(ctx, c.cfg.period, c.SampleAt) }

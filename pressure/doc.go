@@ -1,0 +1,76 @@
+// Package pressure provides the resource signals from which levee's
+// admission controller (package admit) judges overload. Each signal
+// implements levee.Signal; the process is overloaded when any enabled
+// signal's Value is above its Target.
+//
+//	signal        Name            unit                          default target
+//	CPU           "cpu"           fraction of the allowed cores 0.8
+//	SchedLatency  "sched_latency" seconds (p99 run-queue wait)  0.050
+//	QueueDelay    "queue_delay"   seconds (arrival → handler)   0.005
+//	Concurrency   "concurrency"   in-flight ÷ adaptive limit    1
+//
+// Default builds the recommended Set (CPU, scheduler latency, queueing
+// delay). Concurrency is added when the service calls a dependency that may
+// slow down: it catches the pile-up while CPU stays low.
+//
+// # Sampling
+//
+// Every signal has SampleAt(now), which takes one sample at an explicit
+// time (tests and the simulator drive it on virtual time, with fake readers
+// injected through options), and Run(ctx), which samples at the signal's
+// period (default 100 ms) with real time until ctx is done and then
+// returns, leaving no goroutine or ticker behind. Values are smoothed by an
+// exponentially weighted moving average with a time constant (default
+// 200 ms: a step change shows 63% after 200 ms and 95% after 600 ms),
+// except QueueDelay, whose 100 ms interval minimum needs none. Value and
+// Target are atomic loads, safe to call from any goroutine; the request-path
+// methods (QueueDelay.Observe, Concurrency.Acquire and Release) are
+// lock-free and do not allocate.
+//
+// # CPU: whose usage, against which cores
+//
+// The question is "how busy is this process relative to the CPU it can
+// get?". Both halves are easy to get wrong.
+//
+// The numerator is this process's CPU time from getrusage(RUSAGE_SELF), all
+// threads, user plus system. The cgroup's own counter (cpu.stat usage_usec,
+// cpuacct.usage) counts every process in the cgroup: at the root cgroup,
+// where a process on a plain host or a VM lives (this repository's build
+// machine: everything is in "/", cgroup v1 cpu/cpuacct plus an empty cgroup2
+// at /sys/fs/cgroup/unified), it counts the whole host, so a neighbour's
+// batch job would make this process shed. The cgroup counter is therefore
+// read only where it has a meaning for this process: in the cgroup whose
+// quota binds it. There all processes of the cgroup share the quota, so the
+// cgroup's usage ÷ quota says how close the throttling is even when other
+// processes use most of it; the raw value is then the larger of the two
+// ratios. A root cgroup never has a quota, so the host's counter is never
+// read.
+//
+// The denominator is the number of cores the process may use:
+// min(GOMAXPROCS, cgroup quota ÷ period, cpuset size). The quota is the
+// tightest one on the path from the process's cgroup up to the mount point
+// (a Kubernetes pod's limit binds its containers); it is re-read every
+// second. GOMAXPROCS caps it because the Go scheduler runs Go code on at
+// most GOMAXPROCS threads at once: a GOMAXPROCS=1 server on a 2-core host
+// whose P is saturated, with requests queueing in its run queue and socket
+// buffers, reads 1.0, not 0.5 (a host-wide denominator would keep it under
+// any threshold — "Where the queue really is" in levee's design). Threads
+// without a P (cgo calls, blocking system calls) can push the value a
+// little above 1. Without a cgroup CPU controller (not Linux, no cgroup
+// filesystem, unreadable or malformed files) the denominator is GOMAXPROCS
+// alone and CPU.Reading says why.
+//
+// Host-wide figures (/proc/stat, the load average) are never used.
+//
+// # Scheduler latency and queueing delay
+//
+// CPU can read low while the process is overloaded: a VM whose host grants
+// fewer cores than it advertises, a quota that throttles in bursts, or work
+// that waits on something else. SchedLatency reads the Go runtime's
+// "/sched/latencies:seconds" histogram and reports the p99 of the time
+// goroutines spent runnable in the last period. QueueDelay takes, from the
+// request path, the time between a request's arrival and the start of its
+// handler and reports the CoDel-style minimum over each 100 ms interval: a
+// value above 5 ms means that even the luckiest request waited, a standing
+// queue.
+package pressure

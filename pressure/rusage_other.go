@@ -1,0 +1,12 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
+
+package pressure
+
+import (
+	"errors"
+	"time"
+)
+
+func processCPU() (time.Duration, error) {
+	return 0, errors.New("pressure: process CPU time is not available on this platform; use WithProcessCPU")
+}

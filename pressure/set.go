@@ -1,0 +1,68 @@
+package pressure
+
+import (
+	"context"
+	"sync"
+
+	"github.com/levee-dev/levee"
+)
+
+// Set is the recommended set of signals for a server: CPU against the cores
+// it may use, Go scheduler latency and queueing delay, each with its
+// defaults. The handler (leveehttp does it) calls Queue.Observe with each
+// request's wait before its handler started.
+type Set struct {
+	CPU   *CPU
+	Sched *SchedLatency
+	Queue *QueueDelay
+}
+
+// Default builds the recommended Set with default options: CPU (target 0.8
+// of the allowed cores, 100 ms period, 200 ms EWMA), scheduler latency (p99,
+// target 50 ms, 100 ms period, 200 ms EWMA) and queueing delay (minimum over
+// 100 ms intervals, target 5 ms). Start sampling with go set.Run(ctx) and
+// pass set.Signals() to the admission controller:
+//
+//	set, err := pressure.Default()
+//	if err != nil { ... }
+//	go set.Run(ctx)
+//	ctl := admit.New(admit.WithSignals(set.Signals()...))
+func Default() (*Set, error) {
+	c, err := NewCPU()
+	if err != nil {
+		return nil, err
+	}
+	return &Set{CPU: c, Sched: NewSchedLatency(), Queue: NewQueueDelay()}, nil
+}
+
+// Signals returns the set's signals, in the order CPU, scheduler latency,
+// queueing delay; nil members are left out.
+func (s *Set) Signals() []levee.Signal {
+	var out []levee.Signal
+	if s.CPU != nil {
+		out = append(out, s.CPU)
+	}
+	if s.Sched != nil {
+		out = append(out, s.Sched)
+	}
+	if s.Queue != nil {
+		out = append(out, s.Queue)
+	}
+	return out
+}
+
+// Run runs every member's sampler until ctx is done and returns when all
+// of them have stopped.
+func (s *Set) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if s.CPU != nil {
+		wg.Go(func() { s.CPU.Run(ctx) })
+	}
+	if s.Sched != nil {
+		wg.Go(func() { s.Sched.Run(ctx) })
+	}
+	if s.Queue != nil {
+		wg.Go(func() { s.Queue.Run(ctx) })
+	}
+	wg.Wait()
+}

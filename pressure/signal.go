@@ -1,0 +1,88 @@
+package pressure
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// atomicFloat is a float64 read by the controller while the sampler writes it.
+type atomicFloat struct{ bits atomic.Uint64 }
+
+func (f *atomicFloat) load() float64   { return math.Float64frombits(f.bits.Load()) }
+func (f *atomicFloat) store(v float64) { f.bits.Store(math.Float64bits(v)) }
+
+// ewma is an exponentially weighted moving average with a time constant:
+// after a step change the average has moved 63% of the way in tau. Samples
+// at uneven intervals weigh by their duration. tau = 0 means no smoothing.
+type ewma struct {
+	tau  time.Duration
+	v    float64
+	init bool
+}
+
+func (e *ewma) update(x float64, dt time.Duration) float64 {
+	if !e.init || e.tau <= 0 {
+		e.v, e.init = x, true
+		return e.v
+	}
+	alpha := 1 - math.Exp(-float64(dt)/float64(e.tau))
+	e.v += alpha * (x - e.v)
+	return e.v
+}
+
+// run calls sample with the tick time every period until ctx is done; the
+// first sample is taken at once.
+func run(ctx context.Context, period time.Duration, sample func(time.Time)) {
+	if ctx.Err() != nil {
+		return
+	}
+	sample(time.Now())
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			sample(now)
+		}
+	}
+}
+
+// checker collects option errors.
+type checker struct{ errs []error }
+
+func (c *checker) bad(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("pressure: "+format, args...))
+}
+
+func (c *checker) err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	return c.errs[0]
+}
+
+// mustValid panics with the first option error: the constructors whose
+// signature has no error treat an out-of-range option as a programming
+// error, as time.NewTicker does.
+func (c *checker) mustValid() {
+	if err := c.err(); err != nil {
+		panic(err.Error())
+	}
+}
+
+func (c *checker) period(name string, d time.Duration) {
+	if d < 10*time.Millisecond || d > time.Minute {
+		c.bad("%s(%v): must be in [10ms, 1m]", name, d)
+	}
+}
+
+func (c *checker) smoothing(name string, d time.Duration) {
+	if d < 0 || d > time.Minute {
+		c.bad("%s(%v): must be in [0, 1m]", name, d)
+	}
+}
