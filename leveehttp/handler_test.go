@@ -399,7 +399,9 @@ func TestHandlerDegradeLevel(t *testing.T) {
 			d.Force(lvl, time.Now().Add(time.Hour))
 		}
 		var s seen
-		h := NewHandler(recordingNext(&s), admit.New(admit.WithDegrade(d)))
+		ctl := admit.New(admit.WithDegrade(d))
+		ctl.Step(time.Now())
+		h := NewHandler(recordingNext(&s), ctl)
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
 		if s.level != lvl {
 			t.Errorf("degrade level in ctx = %d; want %d", s.level, lvl)
