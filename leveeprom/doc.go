@@ -1,0 +1,64 @@
+// Package leveeprom exports levee's state as Prometheus metrics, through
+// collectors you register on your own prometheus.Registerer (levee never
+// touches the global registry):
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(
+//		leveeprom.NewAdmitCollector(ctl),              // server: *admit.Controller
+//		leveeprom.NewBudgetCollector(nil),             // client: retry.DefaultBudget()
+//	)
+//	tc := leveeprom.NewThrottleCollector()
+//	tc.AddGroup(throttles)                             // client: *throttle.Group
+//	reg.MustRegister(tc)
+//
+// The collectors read Controller.Snapshot, Throttle.Stats and Budget.Stats
+// when Prometheus scrapes; nothing is counted on the request path, so a
+// service pays the same per request with metrics as without (see
+// BenchmarkAccept).
+//
+// # Metrics
+//
+// Admission (AdmitCollector):
+//
+//	levee_admissions_total{criticality}             counter  requests admitted
+//	levee_rejections_total{criticality,reason}      counter  rejected: overloaded, quota, deadline
+//	levee_downstream_overloaded_total               counter  admitted, then overloaded downstream
+//	levee_overloaded                                gauge    1 while overloaded
+//	levee_shed_level                                gauge    0 (nothing shed) … 4 (all shed)
+//	levee_admit_ratio                               gauge    share of sheddable demand let through
+//	levee_degradation_level                         gauge    0 normal, 1.. degraded
+//	levee_load_ratio                                gauge    max over signals of value / target
+//	levee_headroom_ratio                            gauge    1 - levee_load_ratio
+//	levee_signal_value{signal}                      gauge    reading, in the signal's unit
+//	levee_signal_target{signal}                     gauge    target, in the signal's unit
+//	levee_signal_load_ratio{signal}                 gauge    value / target (1 = at target)
+//	levee_capacity_requests_per_second              gauge    estimated capacity (goodput / utilisation)
+//	levee_shedding_seconds_total                    counter  time spent shedding
+//	levee_degraded_seconds_total                    counter  time spent degraded
+//	levee_retry_ratio                               gauge    share of arrivals that are retries
+//	levee_no_retry                                  gauge    1 while rejections say "don't retry"
+//	levee_retry_after_seconds                       gauge    Retry-After given to SHEDDABLE
+//	levee_tenant_fair_share_requests_per_second     gauge    capacity / active tenants
+//	levee_active_tenants                            gauge    estimated active tenants
+//
+// Client (ThrottleCollector, BudgetCollector):
+//
+//	levee_throttle_requests_total{backend,criticality}     counter  attempted, local rejections included
+//	levee_throttle_accepts_total{backend,criticality}      counter  accepted by the backend
+//	levee_throttle_rejections_total{backend,criticality}   counter  rejected locally, never sent
+//	levee_throttle_reject_probability{backend,criticality} gauge    current local rejection probability
+//	levee_retry_budget_requests_total                      counter  requests counted by the budget
+//	levee_retries_total                                    counter  retries attempted (granted)
+//	levee_retries_denied_total                             counter  retries denied by the budget
+//
+// Units are base units (seconds, ratios in 0..1), counters end in _total.
+// Label values are bounded: 4 criticalities, 3 or 4 reasons, the signals
+// configured, the backends added (a throttle.Group holds a bounded number).
+// Tenants never appear as labels. Several controllers in one process are
+// told apart with WithConstLabels.
+//
+// Example alerting rules using these metrics (headroom, shedding time,
+// degradation, critical traffic shed, retry storms, client throttling) are
+// in deploy/prometheus/levee-alerts.yml; a test checks that every metric and
+// label they name exists.
+package leveeprom
