@@ -24,6 +24,11 @@ const (
 	tick = 100 * time.Millisecond
 	// longBuckets is the resolution of the long window.
 	longBuckets = 24
+	// minEvidence is the number of accepts the recent horizon should hold.
+	minEvidence = 20
+	// minSent is the number of sent requests the recent horizon must hold
+	// before "the backend accepted them all" is believed.
+	minSent = 10
 )
 
 type config struct {
@@ -110,7 +115,6 @@ type Throttle struct {
 
 	next atomic.Int64 // µs at which the next fold is due
 	crit [levee.NumCriticalities]counters
-	clk  clock
 
 	mu sync.Mutex // held by the goroutine folding; the accept path never waits for it
 	st state
@@ -124,10 +128,11 @@ type counters struct {
 
 type state struct {
 	started          bool
-	tick             int64
+	first, tick      int64
 	longIdx          int64
 	seenReq, seenAcc [levee.NumCriticalities]uint64
-	recR, recA       [levee.NumCriticalities]float64
+	seenRej          [levee.NumCriticalities]uint64
+	recR, recA, recL [levee.NumCriticalities]float64
 	longR, longA     [longBuckets][levee.NumCriticalities]float64
 	sumR, sumA       [levee.NumCriticalities]float64
 	prob             [levee.NumCriticalities]float64
@@ -189,7 +194,7 @@ func (t *Throttle) allow(us int64, i int) error {
 	s := &t.crit[i]
 	n := s.req.Add(1)
 	th := s.thresh.Load()
-	if th == 0 || mix(t.seed^(n*0x9e3779b97f4a7c15)^uint64(i)<<60) >= th {
+	if th == 0 || t.seed+n*0x9e3779b97f4a7c15 >= th {
 		return nil
 	}
 	s.rej.Add(1)
@@ -219,7 +224,7 @@ func (t *Throttle) Allow(c levee.Criticality) error {
 	if t == nil {
 		return nil
 	}
-	return t.allow(t.clk.now(), idx(c))
+	return t.allow(wall.now(), idx(c))
 }
 
 // Accept is AcceptAt on the coarse real-time clock.
@@ -227,7 +232,7 @@ func (t *Throttle) Accept(c levee.Criticality) {
 	if t == nil {
 		return
 	}
-	t.accept(t.clk.now(), idx(c))
+	t.accept(wall.now(), idx(c))
 }
 
 // RejectProbabilityAt returns the probability with which AllowAt at now
@@ -257,12 +262,12 @@ func (t *Throttle) fold(us int64) {
 	tk := floorDiv(us, t.tickUs)
 	li := floorDiv(us, t.longUs)
 	if !st.started {
-		st.started, st.tick, st.longIdx = true, tk, li
+		st.started, st.tick, st.longIdx, st.first = true, tk, li, tk
 	}
 	elapsed := max(tk-st.tick, 0)
 	decay := 0.0
 	if t.recovery > 0 {
-		decay = math.Exp(-float64(elapsed) / t.recovery)
+		decay = math.Exp(-float64(elapsed) / t.horizon(tk))
 	}
 	if li > st.longIdx {
 		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
@@ -277,11 +282,12 @@ func (t *Throttle) fold(us int64) {
 	}
 	b := int(uint64(li) % longBuckets)
 	for c := range t.crit {
-		r, a := t.crit[c].req.Load(), t.crit[c].acc.Load()
-		dr, da := float64(r-st.seenReq[c]), float64(a-st.seenAcc[c])
-		st.seenReq[c], st.seenAcc[c] = r, a
+		r, a, l := t.crit[c].req.Load(), t.crit[c].acc.Load(), t.crit[c].rej.Load()
+		dr, da, dl := float64(r-st.seenReq[c]), float64(a-st.seenAcc[c]), float64(l-st.seenRej[c])
+		st.seenReq[c], st.seenAcc[c], st.seenRej[c] = r, a, l
 		st.recR[c] = st.recR[c]*decay + dr
 		st.recA[c] = st.recA[c]*decay + da
+		st.recL[c] = st.recL[c]*decay + dl
 		st.longR[b][c] += dr
 		st.longA[b][c] += da
 		st.sumR[c] += dr
@@ -295,7 +301,10 @@ func (t *Throttle) fold(us int64) {
 	}
 	long := ladder(&st.sumR, &st.sumA, t.k)
 	if t.recovery > 0 {
-		recent := ladder(&st.recR, &st.recA, t.k)
+		var recent [levee.NumCriticalities]float64
+		if !st.backendAcceptsAll() {
+			recent = ladder(&st.recR, &st.recA, t.k)
+		}
 		for c := range long {
 			long[c] = min(long[c], recent[c])
 		}
@@ -306,6 +315,42 @@ func (t *Throttle) fold(us int64) {
 	}
 	st.tick = tk
 	t.next.Store((tk + 1) * t.tickUs)
+}
+
+// backendAcceptsAll reports whether the recent horizon holds enough sent
+// requests and (almost) no backend rejection among them. The formula alone
+// can only grow what it sends by a factor K per horizon, so after a long
+// throttle it would take many horizons to learn that the backend recovered
+// (about 10 s for K = 1.1 after a 3× spike). In an overloaded steady state
+// the backend always rejects a share 1 − 1/K of what it receives, so a
+// recent horizon without any rejection means the deficit is the client's
+// own: it is forgotten. If the backend is in fact still short of capacity,
+// its first rejections restore the formula within one tick.
+func (st *state) backendAcceptsAll() bool {
+	var sent, acc float64
+	for c := range st.recR {
+		sent += st.recR[c] - st.recL[c]
+		acc += st.recA[c]
+	}
+	return sent >= minSent && sent-acc < 0.5
+}
+
+// horizon returns the recent horizon's time constant in ticks: the
+// configured one, stretched so that it holds about minEvidence accepts at
+// the long window's accept rate. A backend that accepts only a few requests
+// a second would otherwise leave the recent estimate so noisy that taking
+// the smaller of the two estimates would bias the steady state upward.
+func (t *Throttle) horizon(tk int64) float64 {
+	st := &t.st
+	var a float64
+	for c := range st.sumA {
+		a += st.sumA[c]
+	}
+	span := float64(min(tk-st.first+1, longBuckets*t.longUs/t.tickUs))
+	if a <= 0 {
+		return t.recovery
+	}
+	return max(t.recovery, minEvidence*span/a)
 }
 
 // ladder applies the SRE formula to the sum over criticalities — the

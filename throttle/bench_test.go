@@ -1,0 +1,65 @@
+package throttle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee"
+)
+
+var sinkTime time.Time
+
+// BenchmarkTimeNow is the yardstick for BenchmarkThrottle in the same run.
+func BenchmarkTimeNow(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		sinkTime = time.Now()
+	}
+}
+
+func BenchmarkThrottle(b *testing.B) {
+	b.Run("allow", func(b *testing.B) {
+		t := New()
+		b.ReportAllocs()
+		for b.Loop() {
+			if t.Allow(levee.Critical) == nil {
+				t.Accept(levee.Critical)
+			}
+		}
+	})
+	b.Run("allow-parallel", func(b *testing.B) {
+		t := New()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if t.Allow(levee.Critical) == nil {
+					t.Accept(levee.Critical)
+				}
+			}
+		})
+	})
+	b.Run("allow-at", func(b *testing.B) {
+		t := New()
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Microsecond)
+			t.AllowAt(now, levee.Critical)
+		}
+	})
+	b.Run("allow-throttling", func(b *testing.B) {
+		// Steady overload: P ≈ 0.8, most calls take the reject path.
+		t := New()
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		n := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Millisecond)
+			if t.AllowAt(now, levee.Critical) == nil {
+				if n++; n%2 == 0 {
+					t.AcceptAt(now, levee.Critical)
+				}
+			}
+		}
+	})
+}
