@@ -1,0 +1,83 @@
+package pressure
+
+import (
+	"testing"
+	"time"
+)
+
+func BenchmarkObserve(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		q := NewQueueDelay()
+		b.ReportAllocs()
+		for i := range b.N {
+			q.Observe(time.Duration(i & 1023))
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		q := NewQueueDelay()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			d := time.Duration(5000)
+			for pb.Next() {
+				q.Observe(d)
+				d++
+			}
+		})
+	})
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		c := NewConcurrency(nil)
+		b.ReportAllocs()
+		for range b.N {
+			c.Acquire()
+			c.Release(time.Millisecond)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		c := NewConcurrency(nil)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c.Acquire()
+				c.Release(time.Millisecond)
+			}
+		})
+	})
+}
+
+// BenchmarkValue is what the admission controller pays per signal and
+// control period.
+func BenchmarkValue(b *testing.B) {
+	c, _ := NewCPU()
+	b.ReportAllocs()
+	var sink float64
+	for range b.N {
+		sink += c.Value()
+	}
+	_ = sink
+}
+
+// BenchmarkSample is the background cost of one sample with the real
+// readers of this machine (getrusage, cgroup files, runtime/metrics).
+func BenchmarkSample(b *testing.B) {
+	b.Run("cpu", func(b *testing.B) {
+		c, _ := NewCPU()
+		now := time.Now()
+		b.ReportAllocs()
+		for range b.N {
+			now = now.Add(100 * time.Millisecond)
+			c.SampleAt(now)
+		}
+	})
+	b.Run("sched", func(b *testing.B) {
+		s := NewSchedLatency()
+		now := time.Now()
+		b.ReportAllocs()
+		for range b.N {
+			now = now.Add(100 * time.Millisecond)
+			s.SampleAt(now)
+		}
+	})
+}

@@ -1,0 +1,94 @@
+package pressure
+
+import (
+	"context"
+	"math"
+	"runtime/metrics"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/levee-dev/levee"
+)
+
+// TestRunStops runs every sampler on synctest's virtual clock, checks that
+// it sampled at its period, cancels the context and checks that Run
+// returned. synctest.Test also fails if any goroutine of the bubble is left
+// behind (a ticker or a sampler that did not stop).
+func TestRunStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := &fakeCPU{busy: 1}
+		cpu, err := NewCPU(WithCgroupFS(nil), WithMaxProcs(func() int { return 2 }),
+			WithProcessCPU(func() (time.Duration, error) {
+				return time.Duration(f.busy * float64(time.Since(start))), nil
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newFakeHist()
+		sched := NewSchedLatency(WithSchedSource(func() *metrics.Float64Histogram { h.add(2, 10); return h.read() }))
+		queue := NewQueueDelay()
+		conc := NewConcurrency(nil)
+		set := &Set{CPU: cpu, Sched: sched, Queue: queue}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan string, 2)
+		go func() { set.Run(ctx); done <- "set" }()
+		go func() { conc.Run(ctx); done <- "concurrency" }()
+		for range 10 {
+			queue.Observe(7 * time.Millisecond)
+			conc.Acquire()
+			time.Sleep(100 * time.Millisecond)
+			conc.Release(time.Millisecond)
+		}
+		synctest.Wait()
+		for _, s := range append(set.Signals(), levee.Signal(conc)) {
+			if math.IsNaN(s.Value()) {
+				t.Errorf("%s: no value after 1 s of Run", s.Name())
+			}
+		}
+		if got := cpu.Value(); math.Abs(got-0.5) > 1e-9 {
+			t.Errorf("cpu Value = %v; want 0.5 (one busy core of two)", got)
+		}
+		if got := cpu.Reading().Time.Sub(start); got != time.Second {
+			t.Errorf("last cpu sample at start+%v; want start+1s (period 100ms)", got)
+		}
+		cancel()
+		for range 2 {
+			<-done
+		}
+	})
+}
+
+func TestRunCancelledBeforeStart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := NewConcurrency(nil)
+	q := NewQueueDelay()
+	c.Run(ctx)
+	q.Run(ctx)
+	if !math.IsNaN(c.Value()) || !math.IsNaN(q.Value()) {
+		t.Errorf("Run with a cancelled ctx sampled: %v %v", c.Value(), q.Value())
+	}
+}
+
+func TestDefault(t *testing.T) {
+	s, err := Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, sig := range s.Signals() {
+		names = append(names, sig.Name())
+		if !(sig.Target() > 0) {
+			t.Errorf("%s: Target %v; want > 0", sig.Name(), sig.Target())
+		}
+	}
+	if got := len(names); got != 3 || names[0] != "cpu" || names[1] != "sched_latency" || names[2] != "queue_delay" {
+		t.Errorf("Default signals = %v; want cpu, sched_latency, queue_delay", names)
+	}
+	if got := len((&Set{Queue: NewQueueDelay()}).Signals()); got != 1 {
+		t.Errorf("partial Set: %d signals; want 1", got)
+	}
+}
