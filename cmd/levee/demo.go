@@ -143,6 +143,8 @@ func (d demoCmd) Run() error {
 	}
 
 	out := demoJSON{CapacityRPS: round1(capRPS), Runs: runs}
+	var table strings.Builder
+	writeTable(&table, out, d.Repeat)
 	if d.JSON {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -151,10 +153,10 @@ func (d demoCmd) Run() error {
 		}
 	} else {
 		fmt.Fprintln(log)
-		writeTable(log, out, d.Repeat)
+		fmt.Fprint(log, table.String())
 	}
 	if d.HTML != "" {
-		if err := writeDemoHTML(d.HTML, out, d.Work); err != nil {
+		if err := writeDemoHTML(d.HTML, out, d.Work, table.String()); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 		fmt.Fprintf(log, "charts: %s\n", d.HTML)

@@ -1,11 +1,43 @@
 package backend
 
 import (
-	"errors"
+	"context"
+	"net"
 	"net/http"
+
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/pressure"
 )
 
-// protect puts app behind levee. Placeholder until leveehttp lands.
+// protect puts app behind levee with its defaults: the default pressure
+// signals (process CPU, scheduler latency, queueing delay from the
+// listener's arrival stamps) feeding an admit.Controller, and
+// leveehttp.NewHandler in front of app.
 func (s *Server) protect(app http.Handler) (http.Handler, error) {
-	return nil, errors.New("backend: leveehttp not available yet")
+	set, err := pressure.Default()
+	if err != nil {
+		return nil, err
+	}
+	ctrl := admit.New(admit.WithSignals(set.Signals()...))
+	s.ctrl = ctrl
+	s.loops = append(s.loops, set.Run, ctrl.Run)
+	s.listen = leveehttp.Listener
+	s.connContext = leveehttp.ConnContext
+	return leveehttp.NewHandler(app, ctrl, leveehttp.WithQueueDelay(set.Queue)), nil
 }
+
+// Serve serves s on ln until ln is closed, with the listener and
+// connection hooks the protection needs.
+func (s *Server) Serve(ln net.Listener, hs *http.Server) error {
+	hs.Handler = s.Handler
+	if s.connContext != nil {
+		hs.ConnContext = s.connContext
+	}
+	if s.listen != nil {
+		ln = s.listen(ln)
+	}
+	return hs.Serve(ln)
+}
+
+type connContextFunc = func(ctx context.Context, c net.Conn) context.Context

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -40,9 +41,11 @@ type Server struct {
 	// Stats counts handler runs and responses.
 	Stats *Stats
 
-	opts  Options
-	ctrl  *admit.Controller
-	loops []func(context.Context)
+	opts        Options
+	ctrl        *admit.Controller
+	loops       []func(context.Context)
+	listen      func(net.Listener) net.Listener
+	connContext connContextFunc
 
 	mu     sync.Mutex
 	shedBy map[string]time.Duration

@@ -203,7 +203,6 @@ func runBackend(cfg backendConfig, pinned string, out *childOut, stop <-chan str
 		return 1
 	}
 	hs := &http.Server{
-		Handler:           srv.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       30 * time.Second,
 		ErrorLog:          log.New(io.Discard, "", 0),
@@ -211,7 +210,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut, stop <-chan str
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go srv.Run(ctx)
-	go func() { _ = hs.Serve(ln) }()
+	go func() { _ = srv.Serve(ln, hs) }()
 	out.send("ready", backendReady{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
 	<-stop
 	_ = ln.Close()

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestDemoQuick builds a non-race levee binary, runs `levee demo --quick
+// --json` (a real overload on loopback, about 30 s) and checks the structure
+// of its report and the ordering of the two protections with a margin,
+// never absolute times or rates: the machine is shared and noisy.
+func TestDemoQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time loopback demo; skipped with -short")
+	}
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goBin); err != nil {
+		if goBin, err = exec.LookPath("go"); err != nil {
+			t.Skip("no go tool to build the demo binary")
+		}
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "levee")
+	// A non-race binary: the race detector would slow the backend and the
+	// generator down several times and change what is measured.
+	build := exec.Command(goBin, "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	html := filepath.Join(dir, "demo.html")
+	cmd := exec.CommandContext(ctx, bin, "demo", "--quick", "--json", "--html", html)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("levee demo: %v\nstderr:\n%s", err, stderr.String())
+	}
+	t.Logf("progress:\n%s", stderr.String())
+
+	var got struct {
+		CapacityRPS *float64 `json:"capacity_rps"`
+		Runs        []struct {
+			Name       *string `json:"name"`
+			Protection *string `json:"protection"`
+			Phases     []struct {
+				Name         *string  `json:"name"`
+				OfferedRPS   *float64 `json:"offered_rps"`
+				AttemptedRPS *float64 `json:"attempted_rps"`
+				ThrottledRPS *float64 `json:"throttled_rps"`
+				GoodputRPS   *float64 `json:"goodput_rps"`
+				RejectedRPS  *float64 `json:"rejected_rps"`
+				FailedRPS    *float64 `json:"failed_rps"`
+				P50ms        *float64 `json:"p50_ms"`
+				P99ms        *float64 `json:"p99_ms"`
+			} `json:"phases"`
+			RecoveryS *float64 `json:"recovery_s"`
+		} `json:"runs"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout.String())
+	}
+	var raw map[string]any
+	_ = json.Unmarshal(stdout.Bytes(), &raw)
+	if len(raw) != 2 {
+		t.Errorf("top-level keys = %v, want exactly capacity_rps and runs", raw)
+	}
+	if got.CapacityRPS == nil || *got.CapacityRPS <= 0 {
+		t.Fatalf("capacity_rps = %v, want > 0", got.CapacityRPS)
+	}
+	if len(got.Runs) != 2 {
+		t.Fatalf("%d runs, want 2 (none, levee)", len(got.Runs))
+	}
+	goodput := map[string]map[string]float64{}
+	offered := map[string]map[string]float64{}
+	rejected := map[string]map[string]float64{}
+	for i, r := range got.Runs {
+		if r.Name == nil || r.Protection == nil {
+			t.Fatalf("run %d lacks name or protection", i)
+		}
+		wantProt := []string{"none", "levee"}[i]
+		if *r.Protection != wantProt {
+			t.Errorf("run %d protection = %q, want %q (alternated, unprotected first)", i, *r.Protection, wantProt)
+		}
+		if len(r.Phases) != 3 {
+			t.Fatalf("run %s: %d phases, want 3", *r.Name, len(r.Phases))
+		}
+		goodput[*r.Protection] = map[string]float64{}
+		offered[*r.Protection] = map[string]float64{}
+		rejected[*r.Protection] = map[string]float64{}
+		for j, p := range r.Phases {
+			wantName := []string{"normal", "spike", "after"}[j]
+			if p.Name == nil || *p.Name != wantName {
+				t.Fatalf("run %s phase %d name = %v, want %q", *r.Name, j, p.Name, wantName)
+			}
+			for k, v := range map[string]*float64{"offered_rps": p.OfferedRPS, "attempted_rps": p.AttemptedRPS, "throttled_rps": p.ThrottledRPS,
+				"goodput_rps": p.GoodputRPS, "rejected_rps": p.RejectedRPS, "failed_rps": p.FailedRPS, "p50_ms": p.P50ms, "p99_ms": p.P99ms} {
+				if v == nil || *v < 0 {
+					t.Errorf("run %s phase %s: %s = %v, want a number ≥ 0", *r.Name, wantName, k, v)
+				}
+			}
+			if t.Failed() {
+				t.FailNow()
+			}
+			// Every offered request ends in exactly one outcome.
+			sum := *p.GoodputRPS + *p.RejectedRPS + *p.ThrottledRPS + *p.FailedRPS
+			if d := sum - *p.OfferedRPS; d > 0.01**p.OfferedRPS+1 || d < -0.01**p.OfferedRPS-1 {
+				t.Errorf("run %s phase %s: outcomes sum to %.1f/s, offered %.1f/s", *r.Name, wantName, sum, *p.OfferedRPS)
+			}
+			if *p.GoodputRPS > 0 && *p.P99ms < *p.P50ms {
+				t.Errorf("run %s phase %s: p99 %.1fms < p50 %.1fms", *r.Name, wantName, *p.P99ms, *p.P50ms)
+			}
+			goodput[*r.Protection][wantName] = *p.GoodputRPS
+			offered[*r.Protection][wantName] = *p.OfferedRPS
+			rejected[*r.Protection][wantName] = *p.RejectedRPS + *p.ThrottledRPS
+		}
+		if r.RecoveryS != nil && *r.RecoveryS < 0 {
+			t.Errorf("run %s: recovery_s = %v, want null or ≥ 0", *r.Name, *r.RecoveryS)
+		}
+	}
+	if o := offered["none"]["spike"]; o <= offered["none"]["normal"] {
+		t.Errorf("spike offered %.0f/s ≤ normal offered %.0f/s", o, offered["none"]["normal"])
+	}
+	if l, n := goodput["levee"]["spike"], goodput["none"]["spike"]; l < 1.5*n || l == 0 {
+		t.Errorf("spike goodput: levee %.1f/s, unprotected %.1f/s, want levee ≥ 1.5× unprotected", l, n)
+	}
+	if r, o := rejected["levee"]["normal"], offered["levee"]["normal"]; r > 0.01*o {
+		t.Errorf("levee rejected %.1f/s of %.1f/s in the normal phase, want ≤ 1%%", r, o)
+	}
+	if st, err := os.Stat(html); err != nil || st.Size() == 0 {
+		t.Errorf("HTML report %s: %v", html, err)
+	}
+}
