@@ -129,7 +129,7 @@ func phaseEnds(runs []demoRun) string {
 	}
 	var parts []string
 	for _, p := range runs[0].res.Load.Phases {
-		parts = append(parts, fmt.Sprintf("%s ends at %.0fs", p.Name, (p.Offset + p.Duration).Seconds()))
+		parts = append(parts, fmt.Sprintf("%s ends at %.0fs", p.Name, (p.Offset+p.Duration).Seconds()))
 	}
 	return strings.Join(parts, ", ")
 }
