@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -138,6 +139,14 @@ func (d demoCmd) Run() error {
 				fmt.Fprintf(log, "  note: %s: %d load generator errors, generator lagged up to %v behind schedule\n",
 					cfg.Name, res.Load.GenErrors, res.Load.MaxLag.Round(time.Millisecond))
 			}
+			if dir := os.Getenv("LEVEE_DEMO_DUMP"); dir != "" {
+				if b, err := json.Marshal(res); err == nil {
+					_ = os.WriteFile(filepath.Join(dir, cfg.Name+".json"), b, 0o644)
+				}
+			}
+			if !d.JSON {
+				fmt.Fprintf(log, "  %s server: %s\n", cfg.Name, serverLine(res))
+			}
 			runs = append(runs, r)
 		}
 	}
@@ -162,6 +171,28 @@ func (d demoCmd) Run() error {
 		fmt.Fprintf(log, "charts: %s\n", d.HTML)
 	}
 	return nil
+}
+
+// serverLine summarises what the backend did in a run.
+func serverLine(res *loopback.Result) string {
+	s := res.Server.Series
+	var runs, late, ok, rej int64
+	for i := range s.Runs {
+		runs += s.Runs[i]
+		late += s.Late[i]
+	}
+	for i := range s.OK {
+		ok += s.OK[i]
+		rej += s.Rejected[i]
+	}
+	line := fmt.Sprintf("%d handler runs (%.0f%% after their client's deadline), %d 2xx, %d rejected", runs, 100*ratio(float64(late), float64(runs)), ok, rej)
+	if len(s.RejectedBy) > 0 {
+		line += fmt.Sprintf(" %v", s.RejectedBy)
+	}
+	if name, share := backend.Dominant(res.Server.ShedBy); name != "" {
+		line += fmt.Sprintf(", shedding driven by %s (%.0f%%)", name, 100*share)
+	}
+	return line
 }
 
 func cpuName(cpu int) string {

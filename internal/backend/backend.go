@@ -87,7 +87,11 @@ type Stats struct {
 	start   time.Time
 	res     time.Duration
 	buckets []statBucket
+	// rejections by Levee-Reject reason: overloaded, quota, deadline, other
+	reasons [4]atomic.Int64
 }
+
+var reasonNames = [4]string{"overloaded", "quota", "deadline", "other"}
 
 type statBucket struct {
 	runs, late, ok, okLate, rejected, other atomic.Int64
@@ -146,6 +150,14 @@ func (s *Stats) Count(h http.Handler) http.Handler {
 			}
 		case (sw.code == 429 || sw.code == 503 || sw.code == 504) && sw.Header().Get("Levee-Reject") != "":
 			b.rejected.Add(1)
+			reason := sw.Header().Get("Levee-Reject")
+			i := len(s.reasons) - 1
+			for k, n := range reasonNames[:3] {
+				if len(reason) >= len(n) && reason[:len(n)] == n {
+					i = k
+				}
+			}
+			s.reasons[i].Add(1)
 		default:
 			b.other.Add(1)
 		}
@@ -186,6 +198,9 @@ type Series struct {
 	OKLate   []int64 `json:"ok_late"`
 	Rejected []int64 `json:"rejected"`
 	Other    []int64 `json:"other"`
+	// RejectedBy totals the rejections by the reason in Levee-Reject
+	// (overloaded, quota, deadline, other).
+	RejectedBy map[string]int64 `json:"rejected_by,omitempty"`
 }
 
 // Snapshot copies the counters, trimmed after the last non-empty bucket.
@@ -199,6 +214,14 @@ func (s *Stats) Snapshot() Series {
 		n--
 	}
 	out := Series{Start: s.start, Resolution: s.res}
+	for i, n := range reasonNames {
+		if v := s.reasons[i].Load(); v > 0 {
+			if out.RejectedBy == nil {
+				out.RejectedBy = map[string]int64{}
+			}
+			out.RejectedBy[n] = v
+		}
+	}
 	for i := 0; i < n; i++ {
 		b := &s.buckets[i]
 		out.Runs = append(out.Runs, b.runs.Load())
