@@ -26,6 +26,14 @@ const (
 	longBuckets = 24
 	// minEvidence is the number of accepts the recent horizon should hold.
 	minEvidence = 20
+	// slack is added to the recent horizon's probability before the two
+	// horizons are compared, so that the recent estimate overrides the long
+	// window only when it is clearly lower, not whenever it wobbles (a
+	// backend that accepts in bursts, such as a per-second quota, makes it
+	// oscillate within each second; taking the bare minimum then let ≈7%
+	// more reach the backend). After a recovery the recent estimate falls
+	// to 1−K, far below −slack.
+	slack = 0.05
 	// minSent is the number of sent requests the recent horizon must hold
 	// before "the backend accepted them all" is believed.
 	minSent = 10
@@ -299,11 +307,11 @@ func (t *Throttle) fold(us int64) {
 			st.sumA[c] = 0
 		}
 	}
-	long := ladder(&st.sumR, &st.sumA, t.k)
+	long := ladder(&st.sumR, &st.sumA, t.k, 0)
 	if t.recovery > 0 {
 		var recent [levee.NumCriticalities]float64
 		if !st.backendAcceptsAll() {
-			recent = ladder(&st.recR, &st.recA, t.k)
+			recent = ladder(&st.recR, &st.recA, t.k, slack)
 		}
 		for c := range long {
 			long[c] = min(long[c], recent[c])
@@ -357,13 +365,13 @@ func (t *Throttle) horizon(tk int64) float64 {
 // backend's capacity is shared — and assigns the resulting local rejections
 // to the lowest criticality first: with one criticality in use it is
 // exactly P = max(0, (R − K·A)/(R + 1)).
-func ladder(r, a *[levee.NumCriticalities]float64, k float64) (p [levee.NumCriticalities]float64) {
+func ladder(r, a *[levee.NumCriticalities]float64, k, slack float64) (p [levee.NumCriticalities]float64) {
 	var rt, at float64
 	for c := range r {
 		rt += r[c]
 		at += a[c]
 	}
-	d := rt - k*at
+	d := rt - k*at + slack*rt
 	for _, c := range levee.ByRank {
 		if d <= 0 {
 			break
