@@ -70,10 +70,18 @@ type stampConn struct {
 func (c *stampConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.stamp.Load() == 0 {
-		c.stamp.CompareAndSwap(0, time.Now().UnixNano())
+		c.stamp.CompareAndSwap(0, monoNow())
 	}
 	return n, err
 }
+
+// monoBase anchors stamps to the monotonic clock: a stamp is the time since
+// monoBase plus 1 (so that it is never 0), immune to wall-clock jumps.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) + 1 }
+
+func monoTime(v int64) time.Time { return monoBase.Add(time.Duration(v - 1)) }
 
 // NetConn returns the wrapped connection.
 func (c *stampConn) NetConn() net.Conn { return c.Conn }
@@ -112,16 +120,50 @@ func arrivalOf(r *http.Request, now time.Time) time.Time {
 	if v <= 0 {
 		return now
 	}
-	t := time.Unix(0, v)
+	t := monoTime(v)
 	if t.After(now) {
 		return now
 	}
 	return t
 }
 
-func peerTenant(r *http.Request) string {
+// peerTenant returns the default tenant of r's caller: its network prefix,
+// from the connection (Listener) or a small direct-mapped cache, so that the
+// common case does not allocate.
+func (h *Handler) peerTenant(r *http.Request) string {
 	if sc, ok := r.Context().Value(connKey{}).(*stampConn); ok && sc.tenant != "" {
 		return sc.tenant
 	}
-	return wire.PeerTenant(r.RemoteAddr)
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return wire.PeerTenant(r.RemoteAddr)
+	}
+	a := ap.Addr().Unmap()
+	bits := 64
+	if a.Is4() {
+		bits = 24
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return wire.PeerTenant(r.RemoteAddr)
+	}
+	b := p.Addr().As16()
+	x := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]) ^
+		uint64(b[12])<<16 | uint64(b[13])<<8 | uint64(b[14])
+	slot := &h.peers[(x*0x9e3779b97f4a7c15)>>(64-peerCacheBits)]
+	if e := slot.Load(); e != nil && e.p == p {
+		return e.s
+	}
+	var buf [64]byte
+	e := &peerEntry{p: p, s: string(p.AppendTo(buf[:0]))}
+	slot.Store(e)
+	return e.s
+}
+
+const peerCacheBits = 8
+
+type peerEntry struct {
+	p netip.Prefix
+	s string
 }

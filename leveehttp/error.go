@@ -16,6 +16,15 @@ var (
 	errDeadlineNoRetry   = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
 )
 
+// asRejected is levee.AsRejected with a fast path: the common unwrapped
+// *levee.RejectedError costs no allocation.
+func asRejected(err error) *levee.RejectedError {
+	if r, ok := err.(*levee.RejectedError); ok {
+		return r
+	}
+	return levee.AsRejected(err)
+}
+
 // MidTier maps the error of a downstream call to the rejection this server
 // should answer its own caller with (the table in the package
 // documentation), or nil when err is not an overload, quota or deadline
@@ -31,7 +40,7 @@ func MidTier(err error) *levee.RejectedError {
 	if err == nil {
 		return nil
 	}
-	rej := levee.AsRejected(err)
+	rej := asRejected(err)
 	if rej == nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return errDeadlineNoRetry
@@ -136,7 +145,11 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 	if reason == levee.Throttled || reason == 0 || reason > levee.Throttled {
 		reason, noRetry = levee.Overloaded, true
 	}
-	h[wire.Reject] = []string{wire.FormatReject(reason, noRetry)}
+	nr := 0
+	if noRetry {
+		nr = 1
+	}
+	h[wire.Reject] = rejectValues[reason][nr]
 	if reason == levee.Deadline {
 		return
 	}
@@ -145,10 +158,25 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 		d = DefaultRetryAfter
 	}
 	d = jitter(d, uniform())
-	var b [24]byte
-	h[wire.RetryAfter] = []string{string(wire.AppendRetryAfter(b[:0], d))}
-	h[wire.RetryAfterMs] = []string{string(wire.AppendRetryAfterMs(b[:0], d))}
+	// Both values share one string and one backing array: two allocations.
+	var b [48]byte
+	secs := wire.AppendRetryAfter(b[:0], d)
+	n := len(secs)
+	all := string(wire.AppendRetryAfterMs(secs, d))
+	vals := []string{all[:n], all[n:]}
+	h[wire.RetryAfter] = vals[0:1:1]
+	h[wire.RetryAfterMs] = vals[1:2:2]
 }
+
+// rejectValues holds the shared Levee-Reject header values, indexed by
+// reason and no-retry; never modified.
+var rejectValues = func() (v [levee.Throttled + 1][2][]string) {
+	for r := levee.Overloaded; r <= levee.Throttled; r++ {
+		v[r][0] = []string{wire.FormatReject(r, false)}
+		v[r][1] = []string{wire.FormatReject(r, true)}
+	}
+	return v
+}()
 
 // jitter spreads d uniformly over [0.75d, 1.25d) so that clients rejected
 // together do not come back together.

@@ -127,6 +127,8 @@ type Handler struct {
 	load  func() float64
 	// loadCache holds the last formatted Levee-Load value.
 	loadCache atomic.Pointer[loadValue]
+	// peers caches the default tenants of recent callers.
+	peers [1 << peerCacheBits]atomic.Pointer[peerEntry]
 }
 
 type loadValue struct {
@@ -212,6 +214,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	timeout, hasTimeout := wire.ParseTimeout(r.Header[wire.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs])
+	var dl time.Time
+	if hasTimeout {
+		dl = arrival.Add(timeout)
+		if timeout <= 0 || !dl.After(now) {
+			h.reject(w, errExpired)
+			return
+		}
+	}
+
 	trusted := h.cfg.trust != nil && h.cfg.trust(r)
 	call := levee.Call{}
 	call.Criticality, _ = wire.ParseCriticality(r.Header[wire.Criticality])
@@ -225,24 +237,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		call.Tenant = h.cfg.tenant(r)
 	}
 	if call.Tenant == "" {
-		call.Tenant = peerTenant(r)
+		call.Tenant = h.peerTenant(r)
 	}
 	call.Attempt, _ = wire.ParseAttempt(r.Header[wire.Attempt])
 
 	ctx = levee.WithCall(ctx, call)
-	cancel := context.CancelFunc(nil)
-	if d, ok := wire.ParseTimeout(r.Header[wire.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs]); ok {
-		dl := arrival.Add(d)
-		if d <= 0 || !dl.After(now) {
-			h.reject(w, errExpired)
-			return
-		}
+	if hasTimeout {
 		if old, has := ctx.Deadline(); !has || dl.Before(old) {
+			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, dl)
+			defer cancel()
 		}
-	}
-	if cancel != nil {
-		defer cancel()
 	}
 
 	ticket, err := h.admit(ctx)
@@ -254,25 +259,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = degrade.WithLevel(ctx, l)
 	}
 
-	st := &state{h: h, parent: ctx}
+	st := &state{h: h, parent: ctx, ticket: ticket}
 	st.rw.st = st
 	st.rw.w = w
-	finished := false
 	defer func() {
-		if !finished {
+		if !st.finished {
 			// next panicked: report a failure and let net/http recover.
-			h.done(&ticket, errServerError)
+			h.done(&st.ticket, errServerError)
 		}
 	}()
 	h.next.ServeHTTP(&st.rw, r.WithContext(st))
-	finished = true
-	h.done(&ticket, st.outcome())
+	st.finished = true
+	h.done(&st.ticket, st.outcome())
 }
 
 // reject writes err (a *levee.RejectedError, or anything else as a generic
 // overload) without touching the request.
 func (h *Handler) reject(w http.ResponseWriter, err error) {
-	rej := levee.AsRejected(err)
+	rej := asRejected(err)
 	if rej == nil {
 		rej = errOverloadedNoRetry
 	}
@@ -307,9 +311,11 @@ func (h *Handler) loadHeader() []string {
 // the context handed to next (answering stateKey) and, through rw, the
 // ResponseWriter.
 type state struct {
-	h      *Handler
-	parent context.Context
-	rw     recorder
+	h        *Handler
+	parent   context.Context
+	rw       recorder
+	ticket   admit.Ticket
+	finished bool
 	// explicit is the error given to Error, if any.
 	explicit error
 	// downstream is the first levee rejection a Transport got for a call made

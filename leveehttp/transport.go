@@ -198,7 +198,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if err != nil {
-		if rej := levee.AsRejected(err); rej != nil {
+		if rej := asRejected(err); rej != nil {
 			if st := stateFrom(req.Context()); st != nil {
 				st.downstream.CompareAndSwap(nil, rej)
 			}
@@ -240,7 +240,7 @@ func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee
 		}
 		wait, again := a.Next(now, err)
 		if !again {
-			if rej := levee.AsRejected(err); rej != nil {
+			if rej := asRejected(err); rej != nil {
 				return nil, final(err, n > 0 || errors.Is(a.Err(), retry.ErrBudgetExhausted))
 			}
 			return nil, a.Err()
@@ -255,7 +255,7 @@ func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee
 // *levee.RejectedError, with NoRetry set for overload once this layer has
 // retried (retried) so that nobody above retries again.
 func final(err error, retried bool) error {
-	rej := levee.AsRejected(err)
+	rej := asRejected(err)
 	if rej == nil {
 		return err
 	}

@@ -1,0 +1,121 @@
+package leveehttp
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/levee-dev/levee/admit"
+)
+
+// nopWriter is a ResponseWriter that keeps nothing, so that benchmarks
+// measure the handler, not a recorder.
+type nopWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) WriteHeader(c int)           { w.code = c }
+func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *nopWriter) reset()                      { clear(w.h); w.code = 0 }
+
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+
+type benchCase struct {
+	name string
+	h    http.Handler
+	req  func() *http.Request
+}
+
+func benchCases() []benchCase {
+	plain := func() *http.Request {
+		r := httptest.NewRequest("GET", "/api", nil)
+		r.RemoteAddr = "192.0.2.7:5555"
+		return r
+	}
+	headers := func() *http.Request {
+		r := plain()
+		r.Header.Set("Levee-Criticality", "SHEDDABLE_PLUS")
+		r.Header.Set("Levee-Tenant", "acme")
+		r.Header.Set("Levee-Timeout-Ms", "5000")
+		r.Header.Set("Levee-Attempt", "0")
+		return r
+	}
+	trust := WithTrust(func(*http.Request) bool { return true })
+	// A quota of one request in ~30 years: everything after the first is
+	// rejected by the real controller with Reason Quota.
+	quota := admit.New(admit.WithQuota("192.0.2.0/24", admit.Quota{Rate: 1e-9, Burst: 1}))
+	return []benchCase{
+		{"bare", okHandler, plain},
+		{"accept", NewHandler(okHandler, admit.New()), plain},
+		{"accept-headers", NewHandler(okHandler, admit.New(), trust), headers},
+		{"reject-quota", NewHandler(okHandler, quota), plain},
+		{"reject-expired", NewHandler(okHandler, admit.New()), func() *http.Request {
+			r := plain()
+			r.Header.Set("Levee-Timeout-Ms", "0")
+			return r
+		}},
+	}
+}
+
+// BenchmarkHandler measures one request through NewHandler with a real
+// admit.Controller against the bare next handler ("bare") in the same run:
+// accept (no headers: peer-prefix tenant), accept-headers (trusted
+// criticality, tenant, timeout and attempt: adds a context deadline), and
+// the two cheapest rejections (a tenant over quota, an expired budget).
+func BenchmarkHandler(b *testing.B) {
+	for _, bc := range benchCases() {
+		b.Run(bc.name, func(b *testing.B) {
+			r := bc.req()
+			w := &nopWriter{h: http.Header{}}
+			bc.h.ServeHTTP(w, r) // warm up: quota burst, load cache
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				w.reset()
+				bc.h.ServeHTTP(w, r)
+			}
+		})
+		b.Run(bc.name+"-parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				r := bc.req()
+				w := &nopWriter{h: http.Header{}}
+				for pb.Next() {
+					w.reset()
+					bc.h.ServeHTTP(w, r)
+				}
+			})
+		})
+	}
+}
+
+// TestHandlerAllocs pins the allocations BenchmarkHandler reports, so that a
+// regression fails a test: accept = the levee.Call context node (2), the
+// request's state (1) and the shallow request copy (1); a timeout header
+// adds the deadline context and its timer; a controller rejection adds the
+// Retry-After values (2) to the levee.Call context (2); an expired budget
+// allocates nothing.
+func TestHandlerAllocs(t *testing.T) {
+	want := map[string]float64{
+		"bare":           0,
+		"accept":         4,
+		"accept-headers": 8,
+		"reject-quota":   4,
+		"reject-expired": 0,
+	}
+	for _, bc := range benchCases() {
+		r := bc.req()
+		w := &nopWriter{h: http.Header{}}
+		bc.h.ServeHTTP(w, r)
+		got := testing.AllocsPerRun(200, func() {
+			w.reset()
+			bc.h.ServeHTTP(w, r)
+		})
+		if got > want[bc.name] {
+			t.Errorf("%s: %v allocs per request; want ≤ %v", bc.name, got, want[bc.name])
+		}
+		t.Logf("%s: %v allocs, status %d", bc.name, got, w.code)
+	}
+}
