@@ -112,10 +112,11 @@ func WithProcessCPU(f func() (time.Duration, error)) CPUOption {
 }
 
 // WithMaxProcs sets the function returning the number of cores the Go
-// runtime may run code on. Default runtime.GOMAXPROCS(0) (which also
-// follows the cgroup quota since Go 1.25 unless GOMAXPROCS is set by
-// hand). It is called on every sample; results below 1 count as 1. nil is
-// an error.
+// runtime may run code on. Default runtime.GOMAXPROCS(0). Since Go 1.25 the
+// default GOMAXPROCS follows the cgroup quota, but rounded up and at least
+// 2 (a 0.5-core container still gets GOMAXPROCS=2), which is why the quota
+// itself is read too. It is called on every sample; results below 1 count
+// as 1. nil is an error.
 func WithMaxProcs(f func() int) CPUOption {
 	return func(c *cpuConfig, ch *checker) {
 		if f == nil {

@@ -28,7 +28,7 @@ import (
 // reads. Safe for concurrent use.
 type QueueDelay struct {
 	min atomic.Int64 // minimum delay of the open interval, ns; noObservation when none
-	_   [56]byte     // keep the contended word on its own cache line
+	_   [56]byte     // keep the contended word apart from the fields below
 
 	cfg   queueConfig
 	value atomicFloat
