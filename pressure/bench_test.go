@@ -1,6 +1,7 @@
 package pressure
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -21,6 +22,19 @@ func BenchmarkObserve(b *testing.B) {
 			for pb.Next() {
 				q.Observe(d)
 				d++
+			}
+		})
+	})
+	// Worst case: every observation is a new minimum and CASes the shared
+	// word.
+	b.Run("parallel-new-minimum", func(b *testing.B) {
+		q := NewQueueDelay()
+		var seq atomic.Int64
+		seq.Store(1 << 62)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				q.Observe(time.Duration(seq.Add(-1)))
 			}
 		})
 	})

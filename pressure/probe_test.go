@@ -170,4 +170,6 @@ func TestProbeSched(t *testing.T) {
 	}
 }
 
-func secs(x float64) string { return fmt.Sprint(time.Duration(x * float64(time.Second)).Round(10 * time.Microsecond)) }
+func secs(x float64) string {
+	return fmt.Sprint(time.Duration(x * float64(time.Second)).Round(10 * time.Microsecond))
+}
