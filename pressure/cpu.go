@@ -21,7 +21,7 @@ import (
 // Each sample computes, over the time since the previous sample,
 //
 //	process = Δ(this process's CPU time) / (Δwall × allowed cores)
-//	allowed = min(GOMAXPROCS, cgroup quota ÷ period, cpuset size)
+//	allowed = min(GOMAXPROCS, affinity CPUs, cgroup quota ÷ period, cpuset size)
 //	group   = Δ(quota cgroup's CPU time) / (Δwall × quota cores)   (only when a quota is set)
 //	raw     = max(process, group)
 //
@@ -112,7 +112,9 @@ func WithProcessCPU(f func() (time.Duration, error)) CPUOption {
 }
 
 // WithMaxProcs sets the function returning the number of cores the Go
-// runtime may run code on. Default runtime.GOMAXPROCS(0). Since Go 1.25 the
+// runtime may run code on. Default min(runtime.GOMAXPROCS(0),
+// runtime.NumCPU()): GOMAXPROCS set by hand above the CPUs of the
+// process's affinity mask (taskset) cannot make them usable. Since Go 1.25 the
 // default GOMAXPROCS follows the cgroup quota, but rounded up and at least
 // 2 (a 0.5-core container still gets GOMAXPROCS=2), which is why the quota
 // itself is read too. It is called on every sample; results below 1 count
@@ -137,7 +139,7 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		tau:     200 * time.Millisecond,
 		fsys:    os.DirFS("/"),
 		usage:   processCPU,
-		procs:   func() int { return runtime.GOMAXPROCS(0) },
+		procs:   func() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) },
 		refresh: time.Second,
 	}
 	var ch checker

@@ -47,7 +47,8 @@
 // read.
 //
 // The denominator is the number of cores the process may use:
-// min(GOMAXPROCS, cgroup quota ÷ period, cpuset size). The quota is the
+// min(GOMAXPROCS, CPUs in the affinity mask, cgroup quota ÷ period,
+// cpuset size). The quota is the
 // tightest one on the path from the process's cgroup up to the mount point
 // (a Kubernetes pod's limit binds its containers); it is re-read every
 // second. GOMAXPROCS caps it because the Go scheduler runs Go code on at
