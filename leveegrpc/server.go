@@ -32,6 +32,7 @@ type Server struct {
 	exempt   func(method string) bool
 	load     bool
 	inflight atomic.Int64
+	tenants  internTable
 }
 
 // Option configures a Server.
@@ -342,13 +343,16 @@ func (s *Server) callFrom(ctx context.Context, md metadata.MD) levee.Call {
 		}
 	}
 	if call.Tenant == "" {
-		call.Tenant = peerTenant(ctx)
+		call.Tenant = s.peerTenant(ctx)
 	}
 	return call
 }
 
-// peerTenant is the network prefix of the caller's address.
-func peerTenant(ctx context.Context) string {
+// peerTenant is the network prefix of the caller's address, interned in
+// s.tenants so that the accept path does not allocate a string per request.
+// Addresses that are not IP (Unix sockets, in-memory transports) give
+// "unknown".
+func (s *Server) peerTenant(ctx context.Context) string {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.Addr == nil {
 		return "unknown"
@@ -359,9 +363,34 @@ func peerTenant(ctx context.Context) string {
 		addr, _ = netip.AddrFromSlice(a.IP)
 	case *net.UDPAddr:
 		addr, _ = netip.AddrFromSlice(a.IP)
+	case *net.IPAddr:
+		addr, _ = netip.AddrFromSlice(a.IP)
 	default:
-		return wire.PeerTenant(p.Addr.String())
+		str := p.Addr.String()
+		if str == "" || (str[0] != '[' && (str[0] < '0' || str[0] > '9')) {
+			return "unknown"
+		}
+		return wire.PeerTenant(str)
 	}
 	var b [48]byte
-	return string(wire.AppendPeerTenant(b[:0], addr))
+	return s.tenants.intern(wire.AppendPeerTenant(b[:0], addr))
+}
+
+// internTable maps byte strings to shared strings without locks: a small
+// direct-mapped cache whose slots are replaced on collision. A miss costs
+// one allocation, a hit none.
+type internTable [64]atomic.Pointer[string]
+
+func (t *internTable) intern(b []byte) string {
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &t[h%uint32(len(t))]
+	if p := slot.Load(); p != nil && *p == string(b) {
+		return *p
+	}
+	str := string(b)
+	slot.Store(&str)
+	return str
 }
