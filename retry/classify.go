@@ -71,18 +71,27 @@ func Unsent(err error) error {
 // Classify says whether err can succeed on retry. The first rule that
 // matches wins:
 //
-//  1. nil, context.Canceled, context.DeadlineExceeded: Permanent (the
-//     caller is gone or out of time; a per-attempt timeout is handled by
-//     Do before classification).
-//  2. A mark from Unsent or Retryable (outermost wins): NotSent / Transient.
-//  3. A *levee.RejectedError: NoRetry, Deadline, Throttled → Permanent;
-//     Overloaded → Transient; Quota → Transient only with a RetryAfter
-//     (and never retried before it), else Permanent.
-//  4. syscall.ECONNREFUSED: NotSent (nothing was sent).
-//  5. Anything else: Permanent. Retrying unknown errors is how retry
+//  1. nil: Permanent.
+//  2. A *levee.RejectedError in the chain with NoRetry, or Reason Deadline
+//     or Throttled: Permanent, whatever marks surround it (retrying cannot
+//     create time, and a rejection that says no-retry or a local throttle
+//     must never turn into more load).
+//  3. A mark from Unsent or Retryable (the outermost wins): NotSent or
+//     Transient.
+//  4. context.Canceled, context.DeadlineExceeded: Permanent (the caller is
+//     gone or out of time; Do marks its own per-attempt timeouts).
+//  5. Any other *levee.RejectedError: Overloaded → Transient; Quota →
+//     Transient only with a RetryAfter (and Next never waits less), else
+//     Permanent.
+//  6. syscall.ECONNREFUSED: NotSent (nothing was sent).
+//  7. Anything else: Permanent. Retrying unknown errors is how retry
 //     storms start; mark what you know to be transient.
 func Classify(err error) Class {
 	if err == nil {
+		return Permanent
+	}
+	r := levee.AsRejected(err)
+	if r != nil && (r.NoRetry || r.Reason == levee.Deadline || r.Reason == levee.Throttled) {
 		return Permanent
 	}
 	var m *markedError
@@ -92,17 +101,10 @@ func Classify(err error) Class {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Permanent
 	}
-	if r := levee.AsRejected(err); r != nil {
-		if r.NoRetry {
-			return Permanent
-		}
-		switch r.Reason {
-		case levee.Overloaded:
+	if r != nil {
+		switch {
+		case r.Reason == levee.Overloaded, r.Reason == levee.Quota && r.RetryAfter > 0:
 			return Transient
-		case levee.Quota:
-			if r.RetryAfter > 0 {
-				return Transient
-			}
 		}
 		return Permanent
 	}

@@ -1,0 +1,212 @@
+package retry
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestFloorSixtyPerMinuteExact(t *testing.T) {
+	// The founding text's budget: 60 retries per minute, then fail at once.
+	b := NewBudget(WithRatio(0, 0))
+	perMinute := map[int]int{}
+	for ms := 0; ms < 10*60*1000; ms += 100 { // a retry wanted every 100 ms
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		if b.TryRetryAt(now) {
+			perMinute[ms/60000]++
+		}
+	}
+	for m := range 10 {
+		if perMinute[m] != 60 {
+			t.Errorf("minute %d: %d retries granted, want exactly 60", m, perMinute[m])
+		}
+	}
+	st := b.Stats()
+	if st.Retries != 600 || st.Refused != 6000-600 {
+		t.Errorf("stats %+v, want 600 retries, 5400 refused", st)
+	}
+}
+
+func TestFloorSlidingWindow(t *testing.T) {
+	// Never more than 60 grants in any 60 s, however the demand is timed.
+	b := NewBudget(WithRatio(0, 0))
+	var grants []time.Time
+	for i := range 5000 {
+		// bursts at irregular instants
+		now := t0.Add(time.Duration(i*i%997) * 50 * time.Millisecond).Add(time.Duration(i) * 37 * time.Millisecond)
+		if b.TryRetryAt(now) {
+			grants = append(grants, now)
+		}
+	}
+	for i := range grants {
+		n := 0
+		for j := i; j < len(grants) && grants[j].Sub(grants[i]) < time.Minute; j++ {
+			n++
+		}
+		if n > 60 {
+			t.Fatalf("%d grants within a minute from %v, want ≤ 60", n, grants[i])
+		}
+	}
+}
+
+func TestRatioBound(t *testing.T) {
+	// A busy client: 1000 requests/s for 2 minutes, every one failing and
+	// asking for a retry. Retries stay at 10% of requests plus the floor.
+	tests := []struct {
+		name  string
+		b     *Budget
+		ratio float64
+		floor float64 // per minute
+	}{
+		{"default", NewBudget(), 0.1, 60},
+		{"20% no floor", NewBudget(WithRatio(0.2, 0), WithFloor(0, 0)), 0.2, 0},
+		{"ratio only 5%/1s", NewBudget(WithRatio(0.05, time.Second), WithFloor(0, 0)), 0.05, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var req, ret float64
+			for us := 0; us < 120e6; us += 1000 {
+				now := t0.Add(time.Duration(us) * time.Microsecond)
+				tt.b.RequestAt(now)
+				req++
+				if tt.b.TryRetryAt(now) {
+					ret++
+				}
+			}
+			limit := tt.ratio*req + tt.floor*2
+			t.Logf("requests %.0f, retries %.0f (%.2f%%), limit %.0f", req, ret, 100*ret/req, limit)
+			if ret > limit {
+				t.Errorf("retries %.0f, want ≤ %.0f", ret, limit)
+			}
+			if ret < 0.95*limit {
+				t.Errorf("retries %.0f, want close to %.0f (the budget should be usable)", ret, limit)
+			}
+		})
+	}
+}
+
+func TestQuietClientUsesFloor(t *testing.T) {
+	// One request a minute: the ratio gives nothing (10% of 1), the floor
+	// still allows the retry.
+	b := NewBudget()
+	for m := range 10 {
+		now := t0.Add(time.Duration(m) * time.Minute)
+		b.RequestAt(now)
+		if !b.TryRetryAt(now) {
+			t.Fatalf("minute %d: quiet client refused its retry", m)
+		}
+	}
+}
+
+func TestBudgetEdges(t *testing.T) {
+	var nilB *Budget
+	if nilB.TryRetryAt(t0) {
+		t.Error("nil Budget granted a retry")
+	}
+	nilB.RequestAt(t0)
+	var zero Budget
+	if zero.TryRetryAt(t0) {
+		t.Error("zero Budget granted a retry")
+	}
+	for range 1000 {
+		if !Unlimited().TryRetryAt(t0) {
+			t.Fatal("Unlimited refused a retry")
+		}
+	}
+	if DefaultBudget() != DefaultBudget() {
+		t.Error("DefaultBudget is not shared")
+	}
+	if p := (Policy{}); p.budget() != DefaultBudget() {
+		t.Error("a zero Policy does not use DefaultBudget")
+	}
+	// Virtual clocks may start at the zero time.
+	b := NewBudget(WithRatio(0, 0), WithFloor(2, time.Second))
+	var z time.Time
+	if !b.TryRetryAt(z) || !b.TryRetryAt(z) || b.TryRetryAt(z) || !b.TryRetryAt(z.Add(time.Second)) {
+		t.Error("floor 2/s wrong at the zero time")
+	}
+}
+
+func TestBudgetConcurrent(t *testing.T) {
+	b := NewBudget(WithRatio(0, 0))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for range 1000 {
+				if b.TryRetryAt(t0) {
+					n++
+				}
+			}
+			mu.Lock()
+			granted += n
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if granted != 60 {
+		t.Errorf("4 goroutines at one instant were granted %d retries, want 60", granted)
+	}
+}
+
+func TestBudgetAllocs(t *testing.T) {
+	b := NewBudget()
+	now := t0
+	f := func() {
+		now = now.Add(time.Millisecond)
+		b.RequestAt(now)
+		b.TryRetryAt(now)
+	}
+	if n := testing.AllocsPerRun(1000, f); n != 0 {
+		t.Errorf("RequestAt+TryRetryAt: %v allocs per run, want 0", n)
+	}
+	if n := testing.AllocsPerRun(1000, func() { b.Request(); b.TryRetry() }); n != 0 {
+		t.Errorf("Request+TryRetry: %v allocs per run, want 0", n)
+	}
+}
+
+func BenchmarkTimeNow(b *testing.B) {
+	b.ReportAllocs()
+	var s time.Time
+	for b.Loop() {
+		s = time.Now()
+	}
+	_ = s
+}
+
+func BenchmarkBudget(b *testing.B) {
+	b.Run("request+retry-at", func(b *testing.B) {
+		bu := NewBudget()
+		now := t0
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Microsecond)
+			bu.RequestAt(now)
+			bu.TryRetryAt(now)
+		}
+	})
+	b.Run("request+retry", func(b *testing.B) {
+		bu := NewBudget()
+		b.ReportAllocs()
+		for b.Loop() {
+			bu.Request()
+			bu.TryRetry()
+		}
+	})
+	b.Run("request+retry-parallel", func(b *testing.B) {
+		bu := NewBudget()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				bu.Request()
+				bu.TryRetry()
+			}
+		})
+	})
+}
