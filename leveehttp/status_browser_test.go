@@ -28,7 +28,8 @@ import (
 //
 // It skips when no Chromium is installed, unless LEVEE_REQUIRE_BROWSER=1
 // (CI), which turns the skip into a failure. With LEVEE_STATUS_SCREENSHOT
-// set to a PNG path it also lets the overload run for a minute and saves a
+// set to a PNG path it also runs 15 s of normal load then the overload
+// (75 s in all, LEVEE_STATUS_SCREENSHOT_WAIT to change) and saves a
 // screenshot taken with `chromium --screenshot`:
 //
 //	LEVEE_STATUS_SCREENSHOT=$PWD/docs/status-page.png go test -run TestStatusBrowser ./leveehttp
@@ -55,39 +56,62 @@ func statusChromeFlags(userDataDir string) []string {
 	}
 }
 
-// rampSignal is a scripted resource signal: from below its target into
-// overload and on, in real time.
-type rampSignal struct {
-	start time.Time
-	milli atomic.Int64 // set by the test to freeze or move it
+// statusPlant is a synthetic server: its "cpu" signal is the admitted rate
+// over its capacity, smoothed, so the controller's shedding feeds back into
+// the signal as it would on a real server.
+type statusPlant struct {
+	capacity float64 // requests per second at 100% cpu
+	admitted atomic.Uint64
+	cpu      atomic.Uint64 // float64 bits
 }
 
-func (s *rampSignal) Name() string    { return "cpu" }
-func (s *rampSignal) Target() float64 { return 0.8 }
-func (s *rampSignal) Value() float64 {
-	// 0.6 at the start, at the target after 2 s, then up to 1.4 and a slow
-	// wobble so that consecutive samples always differ.
-	t := time.Since(s.start).Seconds()
-	return math.Min(0.6+0.1*t, 1.2) + 0.05*math.Sin(t)
+func (p *statusPlant) Name() string    { return "cpu" }
+func (p *statusPlant) Target() float64 { return 0.8 }
+func (p *statusPlant) Value() float64  { return math.Float64frombits(p.cpu.Load()) }
+
+// run samples the admitted rate every 100ms until ctx is done.
+func (p *statusPlant) run(ctx context.Context) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var prev uint64
+	var ewma float64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n := p.admitted.Load()
+		ewma = 0.7*ewma + 0.3*float64(n-prev)/0.1
+		prev = n
+		p.cpu.Store(math.Float64bits(ewma / p.capacity))
+	}
 }
 
-// statusOverload runs ctl under a synthetic overload until ctx is done:
-// the controller's loop and a bounded stream of requests of every
-// criticality, in process (no network).
-func statusOverload(ctx context.Context, ctl *admit.Controller) {
+// statusOverload runs ctl and plant under a synthetic load until ctx is
+// done: about 170 requests per second of every criticality in equal parts
+// (70% of the plant's capacity of 250/s), then from onset on 500/s (twice
+// its capacity), in process, no network, bounded in count.
+func statusOverload(ctx context.Context, ctl *admit.Controller, plant *statusPlant, onset time.Duration) {
 	go ctl.Run(ctx)
+	go plant.run(ctx)
 	go func() {
+		start := time.Now()
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < 100_000; i++ { // bounded: at most 200 s at 500/s
+		for i := 0; i < 200_000; i++ { // bounded: at most 400 s
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
+			if time.Since(start) < onset && i%3 != 0 {
+				continue
+			}
 			c := levee.ByRank[i%levee.NumCriticalities]
 			tk, err := ctl.Admit(levee.WithCriticality(ctx, c))
 			if err == nil {
+				plant.admitted.Add(1)
 				tk.Done(nil)
 			}
 		}
@@ -139,11 +163,15 @@ func TestStatusBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	sig := &rampSignal{start: time.Now()}
-	ctl := admit.New(admit.WithSignals(sig))
+	plant := &statusPlant{capacity: 250}
+	ctl := admit.New(admit.WithSignals(plant))
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	statusOverload(loadCtx, ctl)
+	onset := time.Second
+	if shot != "" {
+		onset = 15 * time.Second // a normal start, then the overload, in the charts
+	}
+	statusOverload(loadCtx, ctl, plant, onset)
 	st := StatusHandler(ctl, WithStatusTitle("levee status — synthetic overload"))
 	defer st.Stop()
 	mux := http.NewServeMux()
@@ -184,10 +212,10 @@ func TestStatusBrowser(t *testing.T) {
 		}
 		return d
 	}
-	// Wait for the page to have rendered a sample taken in overload.
+	// Wait for the page to have rendered a sample taken after the onset.
 	if err := chromedp.Do(bctx,
 		chromedp.Navigate(url),
-		chromedp.Poll[chromedp.Void](`document.body.dataset.rendered && Number(document.querySelector('[data-field="load"]').dataset.value) > 1`, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Poll[chromedp.Void](`Number(document.body.dataset.rendered) >= 3`, chromedp.WithPollingTimeout(30*time.Second)),
 	); err != nil {
 		t.Fatalf("loading %s: %v", url, err)
 	}
@@ -206,7 +234,7 @@ func TestStatusBrowser(t *testing.T) {
 	for _, d := range []statusDOM{first, second} {
 		statusCompare(t, d, doc)
 	}
-	if first.Seq == second.Seq || first.Signals["cpu"]["value"] == second.Signals["cpu"]["value"] {
+	if first.Seq == second.Seq || first.Signals["cpu"]["value"] == second.Signals["cpu"]["value"] || first.Crits["SHEDDABLE"]["admitted"] == second.Crits["SHEDDABLE"]["admitted"] && first.Crits["SHEDDABLE"]["rejected"] == second.Crits["SHEDDABLE"]["rejected"] {
 		t.Errorf("DOM did not change in %v: seq %s → %s, cpu %s → %s", time.Since(firstAt), first.Seq, second.Seq, first.Signals["cpu"]["value"], second.Signals["cpu"]["value"])
 	}
 	if second.Paths < 4 {
@@ -316,14 +344,14 @@ func statusGetJSONURL(t *testing.T, url string) statusDoc {
 // statusScreenshot lets the overload run long enough to fill the charts and
 // saves a screenshot taken by `chromium --screenshot`.
 func statusScreenshot(t *testing.T, ctx context.Context, chrome, url, path string) {
-	wait := time.Minute
+	wait := 75 * time.Second
 	if v, err := time.ParseDuration(os.Getenv("LEVEE_STATUS_SCREENSHOT_WAIT")); err == nil {
 		wait = v
 	}
 	t.Logf("running the overload for %v before the screenshot", wait)
 	time.Sleep(wait)
 	args := append(statusChromeFlags(t.TempDir()),
-		"--screenshot="+path, "--window-size=1280,1500", "--virtual-time-budget=3000", url)
+		"--screenshot="+path, "--window-size=1280,960", "--virtual-time-budget=3000", url)
 	cmd := exec.CommandContext(ctx, chrome, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium --screenshot: %v\n%s", err, out)

@@ -23,7 +23,10 @@
   }
   function fmtDuration(s) {
     if (s < 60) { return s.toFixed(1) + ' s'; }
-    if (s < 3600) { return Math.round(s % 60) === 0 ? Math.round(s / 60) + ' min' : Math.floor(s / 60) + ' min ' + Math.round(s % 60) + ' s'; }
+    if (s < 3600) {
+      var m = Math.floor(s / 60), r = Math.floor(s % 60);
+      return r === 0 ? m + ' min' : m + 'm ' + (r < 10 ? '0' : '') + r + 's';
+    }
     return (s / 3600).toFixed(1) + ' h';
   }
 
@@ -127,7 +130,9 @@
   // series: [{values: [number|null], color, dash, area}], one value per
   // sample in times (ms). stacked adds the series on top of each other.
   function chart(svg, times, series, opt) {
-    var W = 600, H = 160, L = 44, R = 8, T = 8, B = 20;
+    // draw in CSS pixels so that text keeps its size at any width
+    var W = Math.max(200, Math.round(svg.getBoundingClientRect().width) || 600), H = 160, L = 44, R = 8, T = 8, B = 20;
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
     svg.textContent = '';
     var n = times.length;
     var tEnd = n ? times[n - 1] : 0;
