@@ -195,7 +195,8 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 	}
 	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
 	if s.c == nil || s.exempt(info.FullMethod) {
-		return handler(ctx, req)
+		resp, err = handler(ctx, req)
+		return resp, s.finish(ctx, err, nil)
 	}
 	t, aerr := s.c.Admit(ctx)
 	if aerr != nil {
@@ -231,7 +232,7 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
 	ws := &serverStream{ServerStream: ss, ctx: ctx}
 	if s.c == nil || s.exempt(info.FullMethod) {
-		return handler(srv, ws)
+		return s.finish(ctx, handler(srv, ws), ss)
 	}
 	t, aerr := s.c.Admit(ctx)
 	if aerr != nil {
