@@ -229,11 +229,12 @@ type Event struct {
 
 // Levee configures levee's protection for levee runs.
 type Levee struct {
-	// CPUTarget is the target of the instance's CPU-utilisation signal;
-	// default 0.9.
+	// CPUTarget is the target of the instance's CPU signal (pressure.CPU,
+	// fed with the instance's busy core-time); default pressure's (0.8).
 	CPUTarget float64 `yaml:"cpu_target"`
-	// QueueDelayTarget is the target of the queueing-delay signal; default
-	// 20ms; 0s disables it... use a negative value to disable.
+	// QueueDelayTarget is the target of the queueing-delay signal
+	// (pressure.QueueDelay, observing each request's wait for a core);
+	// default pressure's (5ms); negative disables the signal.
 	QueueDelayTarget Duration `yaml:"queue_delay_target"`
 	// Period is admit's control period; default 50ms.
 	Period Duration `yaml:"period"`
@@ -266,6 +267,9 @@ type RunSpec struct {
 	// client timeout (sweeps); default 1.
 	MemoryLimitScale float64 `yaml:"memory_limit_scale"`
 	TimeoutScale     float64 `yaml:"timeout_scale"`
+	// CapacityScale scales every tier's cores (rounded, at least 1);
+	// default 1.
+	CapacityScale float64 `yaml:"capacity_scale"`
 	// Layers is set on generated amplification runs.
 	Layers int `yaml:"-"`
 }
@@ -391,20 +395,17 @@ func (s *Scenario) validate() error {
 	if s.Trigger != "" && !phases[s.Trigger] {
 		return s.errAt("trigger", "no phase named %q", s.Trigger)
 	}
-	if s.Levee.CPUTarget == 0 {
-		s.Levee.CPUTarget = 0.9
-	}
 	if s.Levee.CPUTarget < 0 || s.Levee.CPUTarget > 1 {
 		return s.errAt("levee.cpu_target", "cpu_target %v out of (0, 1]", s.Levee.CPUTarget)
 	}
-	if s.Levee.QueueDelayTarget == 0 {
-		s.Levee.QueueDelayTarget = Duration(20 * time.Millisecond)
+	if s.Levee.QueueDelayTarget > Duration(time.Minute) {
+		return s.errAt("levee.queue_delay_target", "queue_delay_target above 1m")
 	}
 	if s.Levee.Period == 0 {
 		s.Levee.Period = Duration(50 * time.Millisecond)
 	}
-	if s.Levee.Period.D() < time.Millisecond {
-		return s.errAt("levee.period", "period below 1ms")
+	if s.Levee.Period.D() < 10*time.Millisecond || s.Levee.Period.D() > time.Minute {
+		return s.errAt("levee.period", "period out of [10ms, 1m]")
 	}
 	tiers := map[string]*Tier{}
 	total := 0
@@ -625,6 +626,12 @@ func (s *Scenario) validate() error {
 		}
 		if r.TimeoutScale == 0 {
 			r.TimeoutScale = 1
+		}
+		if r.CapacityScale == 0 {
+			r.CapacityScale = 1
+		}
+		if r.CapacityScale < 0 || r.CapacityScale > 100 {
+			return s.errAt(at+".capacity_scale", "capacity_scale %v out of (0, 100]", r.CapacityScale)
 		}
 		if r.MemoryLimitScale < 0 || r.TimeoutScale < 0 || r.MemoryLimitScale > 100 || r.TimeoutScale > 100 {
 			return s.errAt(at, "scales out of (0, 100]")

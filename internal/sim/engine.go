@@ -88,6 +88,42 @@ func (q *queue) pop() event {
 
 func (q *queue) len() int { return len(q.h) }
 
+// lane is a FIFO of timer events whose times never decrease: attempt
+// timeouts of one duration, set at "now + duration". It spares the heap the
+// largest class of events (most of which go stale) at O(1) per event.
+type lane struct {
+	d    int64 // the duration whose timers this lane holds
+	ring []event
+	h, n int
+}
+
+func (l *lane) push(e event) {
+	if l.n == len(l.ring) {
+		r := make([]event, max(256, 2*len(l.ring)))
+		for i := 0; i < l.n; i++ {
+			r[i] = l.ring[(l.h+i)%len(l.ring)]
+		}
+		l.ring, l.h = r, 0
+	}
+	l.ring[(l.h+l.n)%len(l.ring)] = e
+	l.n++
+}
+
+func (l *lane) tail() int64 { return l.ring[(l.h+l.n-1)%len(l.ring)].t }
+
+func (l *lane) head() *event { return &l.ring[l.h] }
+
+func (l *lane) pop() event {
+	e := l.ring[l.h]
+	l.ring[l.h] = event{}
+	l.h++
+	if l.h == len(l.ring) {
+		l.h = 0
+	}
+	l.n--
+	return e
+}
+
 // epoch is virtual time zero. A fixed date keeps every run identical.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 

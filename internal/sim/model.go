@@ -10,6 +10,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
 )
@@ -46,6 +47,25 @@ var (
 	naiveTimeout  = retry.Retryable(context.DeadlineExceeded)
 )
 
+// rej returns the levee rejection err carries, or nil; it avoids
+// errors.As for the simulator's own errors.
+func rej(err error) *levee.RejectedError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *levee.RejectedError:
+		return e
+	case *wireError:
+		return nil
+	}
+	switch err {
+	case errRefused, errReset, errTimeout, errCanceled, errAttemptTimeout,
+		naiveRefused, naiveReset, naiveUpstream, naiveTimeout:
+		return nil
+	}
+	return levee.AsRejected(err)
+}
+
 func naive(err error) error {
 	switch err {
 	case errRefused:
@@ -57,7 +77,7 @@ func naive(err error) error {
 	case errTimeout, errAttemptTimeout:
 		return naiveTimeout
 	}
-	if r := levee.AsRejected(err); r != nil && !r.NoRetry {
+	if r := rej(err); r != nil && !r.NoRetry {
 		return retry.Retryable(err)
 	}
 	return err
@@ -72,7 +92,7 @@ func onWire(err error) error {
 	case errRefused, errReset, errUpstream:
 		return err
 	}
-	if r := levee.AsRejected(err); r != nil {
+	if r := rej(err); r != nil {
 		return r
 	}
 	return errUpstream
@@ -112,6 +132,7 @@ type caller struct {
 	naive          bool
 	attemptTimeout int64
 	timeout        int64
+	lane           *lane // attempt timers of attemptTimeout
 	thr            *throttle.Throttle
 	pop            *population // nil for a tier's downstream client
 }
@@ -161,17 +182,6 @@ type job struct {
 	admitted bool
 }
 
-// signal is a levee.Signal whose value the simulator sets each period.
-type signal struct {
-	name   string
-	value  float64
-	target float64
-}
-
-func (s *signal) Name() string    { return s.name }
-func (s *signal) Value() float64  { return s.value }
-func (s *signal) Target() float64 { return s.target }
-
 type instance struct {
 	w     *world
 	tier  *tierRT
@@ -194,14 +204,17 @@ type instance struct {
 	slow       float64
 	capF       float64
 
-	ctrl   *admit.Controller
-	cpuSig signal
-	qdSig  signal
-	down2  *caller // downstream client
+	// levee's own signals, driven by virtual time: CPU reads the busy
+	// core-time, queue delay observes each request's wait for a core.
+	ctrl  *admit.Controller
+	cpu   *pressure.CPU
+	qd    *pressure.QueueDelay
+	down2 *caller // downstream client
 
 	busyAcc, busyT int64 // integral of busy cores (core·ns) up to busyT
 	tickAcc        int64
 	qdSum, qdN     int64
+	qdNext         int64
 	strikes        int
 
 	// counters, per bucket
@@ -211,6 +224,7 @@ type instance struct {
 	bucketAcc              int64
 	crashes                int
 	peakInflight           int
+	byReason               [levee.Throttled + 1]int64
 	totalRecv              int64
 }
 
@@ -266,10 +280,45 @@ type world struct {
 	busyAll  int64 // core·ns of all work and rejections
 	requests int64 // simulated requests (attempts at instances)
 
+	lanes     []*lane
 	freeJobs  []*job
 	freeCalls []*call
 	progress  func(float64)
 	nextProg  int64
+}
+
+func (w *world) laneFor(d int64) *lane {
+	for _, l := range w.lanes {
+		if l.d == d {
+			return l
+		}
+	}
+	l := &lane{d: d}
+	w.lanes = append(w.lanes, l)
+	return l
+}
+
+// next removes and returns the earliest event of the heap and the lanes.
+func (w *world) next() (event, bool) {
+	var best *event
+	bi := -1
+	if len(w.q.h) > 0 {
+		best = &w.q.h[0]
+	}
+	for i, l := range w.lanes {
+		if l.n > 0 {
+			if h := l.head(); best == nil || h.before(best) {
+				best, bi = h, i
+			}
+		}
+	}
+	switch {
+	case best == nil:
+		return event{}, false
+	case bi < 0:
+		return w.q.pop(), true
+	}
+	return w.lanes[bi].pop(), true
 }
 
 func (w *world) newJob() *job {
@@ -397,7 +446,14 @@ func (w *world) send(c *call) {
 	j.ctx.deadline = at(attDL)
 	c.cur = j
 	c.gen++
-	w.at(attDL, event{kind: evAttemptTimer, c: c, gen: c.gen})
+	e := event{t: attDL, kind: evAttemptTimer, c: c, gen: c.gen}
+	if l := cl.lane; attDL == now+cl.attemptTimeout && (l.n == 0 || l.tail() <= attDL) {
+		w.q.seq++
+		e.seq = w.q.seq
+		l.push(e)
+	} else {
+		w.q.push(e)
+	}
 	w.arrive(inst, j)
 }
 
@@ -423,14 +479,18 @@ func (w *world) outcome(c *call, err error) {
 		if err == errAttemptTimeout {
 			err = errTimeout
 		}
-		final := c.att.Err()
-		if final == e || final == nil {
-			final = err
+		final := err
+		if !cl.naive {
+			// levee: the retry package's verdict (a *retry.GiveUpError
+			// says "overloaded; no-retry" upward when it should).
+			if f := c.att.Err(); f != nil && f != e {
+				final = f
+			}
 		}
 		w.finish(c, final)
 		return
 	}
-	if wait <= 0 {
+	if wait <= time.Nanosecond { // a naive client's immediate retry
 		w.send(c)
 		return
 	}
@@ -445,7 +505,7 @@ func accepted(err error) bool {
 	if err == nil {
 		return true
 	}
-	r := levee.AsRejected(err)
+	r := rej(err)
 	if r == nil {
 		return err == errUpstream
 	}
@@ -506,7 +566,7 @@ func (w *world) finish(c *call, err error) {
 		w.goodput[b]++
 		w.latSum[b] += float64(w.now-c.start) / 1e9
 	default:
-		if r := levee.AsRejected(err); r != nil {
+		if r := rej(err); r != nil {
 			if r.Reason == levee.Throttled {
 				w.throttled[b]++
 			} else {
@@ -663,6 +723,9 @@ func (w *world) dispatch(in *instance) {
 		in.qn--
 		in.qdSum += w.now - j.arrive
 		in.qdN++
+		if in.qd != nil {
+			in.qd.Observe(time.Duration(w.now - j.arrive))
+		}
 		in.addBusy(1)
 		j.state = jRunning
 		j.svcStart = w.now
@@ -693,6 +756,9 @@ func (w *world) serviceDone(j *job) {
 	switch {
 	case j.rej != nil:
 		in.rejected[w.bkt(w.now)]++
+		if r := rej(j.rej); r != nil && r.Reason <= levee.Throttled {
+			in.byReason[r.Reason]++
+		}
 		w.respond(j, j.rej)
 	case in.down2 != nil && !(j.gone && in.tier.propagate):
 		j.state = jDownstream
@@ -820,12 +886,32 @@ func (w *world) restart(in *instance) {
 // admission controller and downstream client.
 func (w *world) startProcess(in *instance) {
 	t := in.tier
+	in.cpu, in.qd = nil, nil
 	if t.protect {
-		in.cpuSig = signal{name: "cpu", target: w.s.Levee.CPUTarget}
-		sigs := []levee.Signal{&in.cpuSig}
-		if w.s.Levee.QueueDelayTarget > 0 {
-			in.qdSig = signal{name: "queue_delay", target: w.s.Levee.QueueDelayTarget.D().Seconds()}
-			sigs = append(sigs, &in.qdSig)
+		opts := []pressure.CPUOption{
+			pressure.WithCgroupFS(nil),
+			pressure.WithMaxProcs(func() int { return in.cores }),
+			pressure.WithProcessCPU(func() (time.Duration, error) {
+				return time.Duration(in.busyAcc + int64(in.busy)*(w.now-in.busyT)), nil
+			}),
+			pressure.WithCPUPeriod(w.s.Levee.Period.D()),
+		}
+		if w.s.Levee.CPUTarget > 0 {
+			opts = append(opts, pressure.WithCPUTarget(w.s.Levee.CPUTarget))
+		}
+		cpu, err := pressure.NewCPU(opts...)
+		if err != nil {
+			panic("sim: " + err.Error()) // options validated by Parse
+		}
+		in.cpu = cpu
+		sigs := []levee.Signal{cpu}
+		if w.s.Levee.QueueDelayTarget >= 0 {
+			var qo []pressure.QueueOption
+			if w.s.Levee.QueueDelayTarget > 0 {
+				qo = append(qo, pressure.WithQueueTarget(w.s.Levee.QueueDelayTarget.D()))
+			}
+			in.qd = pressure.NewQueueDelay(qo...)
+			sigs = append(sigs, in.qd)
 		}
 		in.ctrl = admit.New(
 			admit.WithSignals(sigs...),
@@ -846,6 +932,7 @@ func (w *world) newCaller(target *tierRT, r *Retry, timeout time.Duration, pop *
 	}
 	cl.timeout = int64(float64(timeout) * scale)
 	cl.attemptTimeout = int64(float64(r.AttemptTimeout) * scale)
+	cl.lane = w.laneFor(cl.attemptTimeout)
 	seed := w.rng.Uint64()
 	src := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	if w.levee {

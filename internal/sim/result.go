@@ -38,7 +38,9 @@ type RunResult struct {
 	// CapacityRPS is the capacity of the instances meant to serve.
 	CapacityRPS float64       `json:"capacity_rps"`
 	Phases      []PhaseResult `json:"phases"`
-	// Crashes counts crash events; CrashEvents says when, where and why.
+	// Crashes counts the crashes the load caused (memory, health checks);
+	// CrashEvents lists every crash, the scenario's own included, with
+	// when, where and why.
 	Crashes     int     `json:"crashes"`
 	CrashEvents []Crash `json:"crash_events"`
 	// OutageS is the number of seconds with goodput below 10% of offered.
@@ -95,14 +97,16 @@ type TierResult struct {
 
 // InstanceResult is one instance's totals.
 type InstanceResult struct {
-	Name         string  `json:"name"`
-	Site         string  `json:"site,omitempty"`
-	Received     int64   `json:"received"`
-	Served       int64   `json:"served"`
-	Rejected     int64   `json:"rejected"`
-	PeakRecvRPS  float64 `json:"peak_received_rps"`
-	PeakInflight int     `json:"peak_inflight"`
-	Crashes      int     `json:"crashes"`
+	Name     string `json:"name"`
+	Site     string `json:"site,omitempty"`
+	Received int64  `json:"received"`
+	Served   int64  `json:"served"`
+	Rejected int64  `json:"rejected"`
+	// RejectedBy counts admit's rejections by reason.
+	RejectedBy   map[string]int64 `json:"rejected_by,omitempty"`
+	PeakRecvRPS  float64          `json:"peak_received_rps"`
+	PeakInflight int              `json:"peak_inflight"`
+	Crashes      int              `json:"crashes"`
 }
 
 // Series are the run's rates per bucket, for charts.
@@ -169,12 +173,16 @@ func (w *world) result() RunResult {
 		Protection:        w.run.Protection,
 		Throttle:          w.thr,
 		CapacityRPS:       w.capacity(),
-		Crashes:           len(w.crashes),
 		CrashEvents:       w.crashes,
 		SimulatedRequests: w.requests,
 	}
 	if r.CrashEvents == nil {
 		r.CrashEvents = []Crash{}
+	}
+	for _, c := range w.crashes {
+		if c.Kind != "event" {
+			r.Crashes++
+		}
 	}
 	if w.busyAll > 0 {
 		r.WastedWorkShare = round3(float64(w.wasted) / float64(w.busyAll))
@@ -243,6 +251,14 @@ func (w *world) result() RunResult {
 	}
 	for _, in := range w.insts {
 		ir := InstanceResult{Name: in.name, Site: in.site, PeakInflight: in.peakInflight, Crashes: in.crashes}
+		for r, n := range in.byReason {
+			if n > 0 {
+				if ir.RejectedBy == nil {
+					ir.RejectedBy = map[string]int64{}
+				}
+				ir.RejectedBy[levee.Reason(r).String()] = n
+			}
+		}
 		is := InstanceSeries{Name: in.name}
 		var peak int32
 		for b := 0; b < w.nb; b++ {
@@ -274,7 +290,11 @@ func (w *world) capacity() float64 {
 	if t == nil {
 		return 0
 	}
-	return round3(float64(len(t.insts)*t.cfg.Cores) / (t.meanSvc / 1e9))
+	cores := 0
+	for _, in := range t.insts {
+		cores += in.cores
+	}
+	return round3(float64(cores) / (t.meanSvc / 1e9))
 }
 
 func (w *world) recovery() *float64 {
@@ -376,10 +396,11 @@ func throttleSteady(k, demand, capacity float64, d time.Duration) (processed, lo
 	n := int(float64(d) / float64(step))
 	tokens := 0.0
 	per := capacity / demand
+	burst := max(1, capacity/20) // a queue of ~50 ms
 	var sent, acc, rej, tot int
 	for i := 0; i < n; i++ {
 		now := epoch.Add(time.Duration(i) * step)
-		tokens = min(tokens+per, 1)
+		tokens = min(tokens+per, burst)
 		err := t.AllowAt(now, levee.Critical)
 		count := i >= n/2
 		if count {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -183,7 +184,7 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 				}
 				in := &instance{
 					w: w, tier: tr, idx: len(tr.insts), gidx: len(w.insts),
-					name: name, site: site, cores: cfg.Cores,
+					name: name, site: site, cores: max(1, int(math.Round(float64(cfg.Cores)*run.CapacityScale))),
 					slow: 1, capF: 1,
 					recv: make([]int32, w.nb), served: make([]int32, w.nb), rejected: make([]int32, w.nb),
 					util: make([]float32, w.nb), inflightMax: make([]float32, w.nb), state: make([]uint8, w.nb),
@@ -228,12 +229,23 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 }
 
 func (w *world) loop() {
-	for w.q.len() > 0 {
-		e := w.q.pop()
-		if e.t >= w.end {
+	for {
+		e, ok := w.next()
+		if !ok || e.t >= w.end {
 			break
 		}
 		w.now = e.t
+		w.handle(e)
+		if w.progress != nil && w.now >= w.nextProg {
+			w.progress(float64(w.now) / float64(w.end))
+			w.nextProg += w.end / 10
+		}
+	}
+	w.now = w.end
+}
+
+func (w *world) handle(e event) {
+	{
 		switch e.kind {
 		case evArrival:
 			p := w.pops[e.i]
@@ -272,12 +284,7 @@ func (w *world) loop() {
 				w.scheduleArrival(p)
 			}
 		}
-		if w.progress != nil && w.now >= w.nextProg {
-			w.progress(float64(w.now) / float64(w.end))
-			w.nextProg += w.end / 10
-		}
 	}
-	w.now = w.end
 }
 
 // control runs once per control period: it sets every instance's signals
@@ -302,8 +309,14 @@ func (w *world) control() {
 			qd = float64(w.now-in.q[in.qh].arrive) / 1e9
 		}
 		in.qdSum, in.qdN = 0, 0
-		in.cpuSig.value = util
-		in.qdSig.value = qd
+		_ = qd
+		if in.cpu != nil {
+			in.cpu.SampleAt(at(w.now))
+		}
+		if in.qd != nil && w.now >= in.qdNext {
+			in.qd.SampleAt(at(w.now))
+			in.qdNext = w.now + max(int64(in.qd.Period()), w.period)
+		}
 		if in.ctrl != nil {
 			in.ctrl.Step(at(w.now))
 		}

@@ -1,0 +1,42 @@
+package sim
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee/scenarios"
+)
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSimThroughput runs the avalanche scenario's runs one after the
+// other and reports simulated requests (attempts reaching an instance) per
+// CPU-second of the benchmark process.
+func BenchmarkSimThroughput(b *testing.B) {
+	data, _ := scenarios.Get("avalanche")
+	s, err := Parse(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, run := range s.Runs {
+		b.Run(run.Name, func(b *testing.B) {
+			var reqs int64
+			c0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				w := newWorld(s, run, uint64(i))
+				w.loop()
+				reqs += w.requests
+			}
+			cpu := cpuTime() - c0
+			b.ReportMetric(float64(reqs)/cpu.Seconds(), "req/cpu-s")
+			b.ReportMetric(float64(reqs)/float64(b.N), "req/op")
+		})
+	}
+}
