@@ -37,7 +37,7 @@ func Formula(k, load float64) Steady {
 
 // Scenario is a virtual-time run of one Throttle in front of a backend that
 // accepts Capacity requests per second (a token bucket holding at most
-// 1 s of capacity) and rejects the rest as overloaded. The client offers
+// Burst of capacity) and rejects the rest as overloaded. The client offers
 // Load×Capacity requests per second, evenly spaced, all of criticality
 // Critical, and responses arrive at once.
 type Scenario struct {
@@ -52,6 +52,9 @@ type Scenario struct {
 	Warmup time.Duration
 	// Measure is the measured span after the warmup; 0 means 5 minutes.
 	Measure time.Duration
+	// Burst is the depth of the backend's token bucket in time at
+	// Capacity (at least one request); 0 means 1 s.
+	Burst time.Duration
 	// Seed seeds the throttle (WithSeed).
 	Seed uint64
 	// Options are further throttle options, applied after K and Seed.
@@ -78,7 +81,10 @@ func Simulate(s Scenario) Steady {
 		s.Measure = 5 * time.Minute
 	}
 	t := New(append([]Option{WithK(s.K), WithSeed(s.Seed)}, s.Options...)...)
-	b := newBucket(s.Capacity)
+	if s.Burst <= 0 {
+		s.Burst = time.Second
+	}
+	b := newBucket(s.Capacity, s.Burst)
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	gap := time.Duration(float64(time.Second) / (s.Load * s.Capacity))
 	var offered, sent, accepted float64
@@ -116,8 +122,8 @@ type bucket struct {
 	last                time.Duration
 }
 
-func newBucket(rate float64) *bucket {
-	burst := max(rate, 1)
+func newBucket(rate float64, depth time.Duration) *bucket {
+	burst := max(rate*depth.Seconds(), 1)
 	return &bucket{rate: rate, tokens: burst, burst: burst}
 }
 

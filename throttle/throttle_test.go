@@ -68,6 +68,18 @@ func TestFormula(t *testing.T) {
 	}
 }
 
+func TestSimulateShallowBacklog(t *testing.T) {
+	// A backend with a 50 ms queue, as the simulator's K sweep models it.
+	for _, k := range []float64{2, 1.1} {
+		got := Simulate(Scenario{K: k, Burst: 50 * time.Millisecond})
+		want := Formula(k, 10)
+		t.Logf("K=%v got %+v", k, got)
+		if math.Abs(got.Received-want.Received) > 0.03*want.Received || math.Abs(got.LocalReject-want.LocalReject) > 0.02 {
+			t.Errorf("K=%v: %+v, want %+v ± 3%%", k, got, want)
+		}
+	}
+}
+
 func TestSimulateDeterministic(t *testing.T) {
 	sc := Scenario{K: 2, Seed: 7, Warmup: time.Minute, Measure: time.Minute}
 	a, b := Simulate(sc), Simulate(sc)
@@ -85,7 +97,7 @@ type phase struct {
 // phases and returns the local rejection share of every second of the
 // last phase.
 func run(th *Throttle, phases []phase) []float64 {
-	b := newBucket(100)
+	b := newBucket(100, time.Second)
 	var out []float64
 	at := time.Duration(0)
 	for i, p := range phases {
@@ -173,7 +185,7 @@ func TestCriticalityLadder(t *testing.T) {
 	// Half Sheddable, half Critical, 10× a backend that does not look at
 	// criticality: the local rejections land on Sheddable first.
 	th := New()
-	b := newBucket(100)
+	b := newBucket(100, time.Second)
 	gap := time.Second / 1000
 	for at := time.Duration(0); at < 4*time.Minute; at += gap {
 		c := levee.Critical
