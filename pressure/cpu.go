@@ -20,7 +20,7 @@ import (
 //
 // Each sample computes, over the time since the previous sample,
 //
-//	process = Δ(this process's CPU time) / (Δwall × allowed cores)
+//	process = Δ(this process's CPU time [+ run-queue wait, WithRunQueueWait]) / (Δwall × allowed cores)
 //	allowed = min(GOMAXPROCS, affinity CPUs, cgroup quota ÷ period, cpuset size)
 //	group   = Δ(quota cgroup's CPU time) / (Δwall × quota cores)   (only when a quota is set)
 //	raw     = max(process, group)
@@ -43,6 +43,8 @@ type CPU struct {
 	lastAt    time.Time
 	lastSelf  time.Duration
 	lastGroup time.Duration
+	lastWait  time.Duration
+	waitOK    bool   // lastWait is a valid baseline
 	groupDir  string // QuotaDir of lastGroup; "" when not read
 	limit     cgroup.Limit
 	limitAt   time.Time
@@ -61,6 +63,8 @@ type cpuConfig struct {
 	usage   func() (time.Duration, error)
 	procs   func() int
 	refresh time.Duration
+	waitOn  bool
+	wait    func() (time.Duration, error) // cumulative run-queue wait; nil = off
 }
 
 // CPUOption configures a CPU signal.
@@ -128,6 +132,21 @@ func WithMaxProcs(f func() int) CPUOption {
 	}
 }
 
+// WithRunQueueWait makes the signal count, besides the CPU time this
+// process used, the time its threads spent runnable in the kernel's run
+// queue without getting a CPU (schedstat run_delay, summed over
+// /proc/self/task/*/schedstat; Linux only). The value then measures the
+// CPU the process asked for rather than the CPU it got: on a host whose
+// other processes compete for the same cores (no quota protects this one),
+// a process that gets half a core while it wants two reads 2, not 0.5.
+// Time stolen by a hypervisor is invisible to the guest kernel and not
+// counted; the scheduler latency signal sees that case. Default false
+// (Value is CPU used ÷ allowed cores, as documented on CPU); reading costs
+// one file per thread per sample.
+func WithRunQueueWait(on bool) CPUOption {
+	return func(c *cpuConfig, _ *checker) { c.waitOn = on }
+}
+
 // NewCPU returns a CPU signal. It locates the cgroup CPU controller once
 // (see package internal/cgroup); when there is none, or its files cannot be
 // read, it falls back to GOMAXPROCS as the denominator and says so in
@@ -149,6 +168,13 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 	if err := ch.err(); err != nil {
 		return nil, err
 	}
+	if cfg.waitOn && cfg.wait == nil {
+		fsys := cfg.fsys
+		if fsys == nil {
+			fsys = os.DirFS("/")
+		}
+		cfg.wait = newRunQueueWait(fsys).read
+	}
 	c := &CPU{cfg: cfg, target: cfg.target, smooth: ewma{tau: cfg.tau}}
 	c.value.store(math.NaN())
 	if cfg.fsys != nil {
@@ -156,15 +182,19 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 	} else {
 		c.cgErr = errors.New("pressure: cgroup lookup disabled")
 	}
-	c.reading = CPUReading{Value: math.NaN(), Raw: math.NaN(), Process: math.NaN(), Group: math.NaN(), Source: c.source()}
+	c.reading = CPUReading{Value: math.NaN(), Raw: math.NaN(), Process: math.NaN(), Group: math.NaN(), Wait: math.NaN(), Source: c.source()}
 	return c, nil
 }
 
 func (c *CPU) source() string {
-	if c.cg == nil {
-		return "getrusage / GOMAXPROCS (no cgroup: " + c.cgErr.Error() + ")"
+	num := "getrusage"
+	if c.cfg.wait != nil {
+		num = "(getrusage + run-queue wait)"
 	}
-	return "getrusage / min(GOMAXPROCS, " + c.cg.String() + ")"
+	if c.cg == nil {
+		return num + " / GOMAXPROCS (no cgroup: " + c.cgErr.Error() + ")"
+	}
+	return num + " / min(GOMAXPROCS, " + c.cg.String() + ")"
 }
 
 // Name returns "cpu".
@@ -188,10 +218,15 @@ type CPUReading struct {
 	Time time.Time
 	// Value is the smoothed utilisation (what Value returns).
 	Value float64
-	// Raw is the unsmoothed max(Process, Group).
+	// Raw is the unsmoothed max(Process + Wait, Group), Wait counted only
+	// with WithRunQueueWait.
 	Raw float64
 	// Process is this process's utilisation of the allowed cores.
 	Process float64
+	// Wait is the kernel run-queue wait of this process's threads, in
+	// allowed cores (see WithRunQueueWait); included in Raw when enabled,
+	// NaN when disabled or unreadable.
+	Wait float64
 	// Group is the quota cgroup's utilisation of its quota; NaN when the
 	// cgroup has no quota (its usage would count other processes, the
 	// whole host at the root).
@@ -259,6 +294,18 @@ func (c *CPU) SampleAt(now time.Time) {
 		}
 	}
 
+	wait, waitOK := time.Duration(0), false
+	if c.cfg.wait != nil {
+		w, err := c.cfg.wait()
+		if err != nil {
+			c.reading.Err = err
+		} else {
+			wait, waitOK = w, true
+		}
+	}
+	dWait, haveWait := wait-c.lastWait, waitOK && c.waitOK
+	c.lastWait, c.waitOK = wait, waitOK
+
 	first := c.lastAt.IsZero()
 	dt := now.Sub(c.lastAt)
 	dSelf, dGroup := self-c.lastSelf, group-c.lastGroup
@@ -268,8 +315,12 @@ func (c *CPU) SampleAt(now time.Time) {
 		return
 	}
 	proc := math.Max(0, float64(dSelf)/float64(dt)/cores)
-	grp := math.NaN()
+	grp, wt := math.NaN(), math.NaN()
 	raw := proc
+	if haveWait {
+		wt = math.Max(0, float64(dWait)/float64(dt)/cores)
+		raw += wt
+	}
 	if haveGroup {
 		grp = math.Max(0, float64(dGroup)/float64(dt)/c.limit.Quota.Cores())
 		raw = math.Max(raw, grp)
@@ -277,7 +328,7 @@ func (c *CPU) SampleAt(now time.Time) {
 	v := c.smooth.update(raw, dt)
 	c.value.store(v)
 	c.reading = CPUReading{
-		Time: now, Value: v, Raw: raw, Process: proc, Group: grp,
+		Time: now, Value: v, Raw: raw, Process: proc, Group: grp, Wait: wt,
 		Cores: cores, Bound: bound, Source: c.source(), Err: c.reading.Err,
 	}
 }

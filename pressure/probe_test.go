@@ -75,16 +75,17 @@ func TestProbeCPU(t *testing.T) {
 				}
 			})
 		}
-		c, err := NewCPU(WithCPUSmoothing(0))
+		c, err := NewCPU(WithCPUSmoothing(0), WithRunQueueWait(true))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var vals, host []float64
+		var vals, host, waits []float64
 		for i := range 21 {
 			c.SampleAt(time.Now())
 			if i > 0 {
 				r := c.Reading()
-				vals = append(vals, r.Value)
+				vals = append(vals, r.Process)
+				waits = append(waits, r.Wait)
 				host = append(host, r.Process*r.Cores/float64(runtime.NumCPU()))
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -92,8 +93,8 @@ func TestProbeCPU(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		r := c.Reading()
-		t.Logf("GOMAXPROCS=%d busy=%d: cpu median %.3f of %v cores (%s); host-wide denominator would read %.3f",
-			tc.procs, tc.busy, median(vals), r.Cores, r.Bound, median(host))
+		t.Logf("GOMAXPROCS=%d busy=%d: cpu median %.3f of %v cores (%s); host-wide denominator would read %.3f; run-queue wait %.3f cores (WithRunQueueWait reads %.3f)",
+			tc.procs, tc.busy, median(vals), r.Cores, r.Bound, median(host), median(waits), median(vals)+median(waits))
 	}
 	c, _ := NewCPU()
 	t.Logf("source: %s", c.Reading().Source)
