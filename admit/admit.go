@@ -182,10 +182,22 @@ type Snapshot struct {
 	// CapacityRPS estimates the admitted rate at which the signals sit at
 	// their targets.
 	CapacityRPS float64
+	// OfferedRPS is the smoothed rate of requests that reached the
+	// overload stage (past deadline and quota checks).
+	OfferedRPS float64
 	// FairShareRPS is the per-tenant fair share (capacity ÷ active tenants)
-	// and ActiveTenants the estimated number of active tenants.
+	// and ActiveTenants the estimated number of tenants seen over the last
+	// 5–10 s.
 	FairShareRPS  float64
 	ActiveTenants int
+	// TenantShedRPS is the part of the shed rate taken from tenants far
+	// above their fair share.
+	TenantShedRPS float64
+	// CallerGone counts tickets finished with a context error (the caller
+	// gave up while the work ran).
+	CallerGone uint64
+	// Routes is the number of routes whose service time is being learned.
+	Routes int
 }
 
 // EventKind says what changed.

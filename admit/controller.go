@@ -2,22 +2,118 @@ package admit
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/fairq"
 )
 
-// Controller is a server-side admission controller. See the package
-// documentation for the model.
-type Controller struct {
-	cfg config
-	mu  sync.Mutex
-	snap Snapshot
+// Tuning constants of the control loop (see doc.go).
+const (
+	gain            = 0.35                   // exponent of the multiplicative correction per period
+	rateTau         = 200 * time.Millisecond // smoothing of arrival and admitted rates
+	capTau          = time.Second            // smoothing of the capacity estimate
+	retryTau        = 5 * time.Second        // smoothing of the retry share
+	retryBudget     = 0.1                    // the default retry budget ratio (retry.DefaultBudget)
+	noRetryOn       = 2 * retryBudget        // NoRetry above this retry share
+	noRetryOff      = 0.9 * noRetryOn        // and off again below this
+	episodeHold     = 500 * time.Millisecond // no shedding for this long ends an overload episode
+	minRetryAfter   = 100 * time.Millisecond
+	maxRetryAfter   = time.Minute
+	defaultRecovery = time.Second // Retry-After before any episode was observed
+	clockTick       = time.Millisecond
+	serviceSample   = 16 // one ticket in serviceSample measures its service time
+	minSampleShift  = 2  // at least one request in 4 is left out of tenant sampling
+	ringTarget      = fairq.RingSize / 2
+	lagPeriods      = 2                      // periods before a change shows in the signal
+	drainTime       = 500 * time.Millisecond // drain a flood's backlog over this long
+)
+
+// counter is an atomic counter alone on its cache line.
+type counter struct {
+	atomic.Uint64
+	_ [56]byte
 }
 
-// New returns a Controller configured by opts.
+// Controller is a server-side admission controller. Admit decides per
+// request (lock-free, allocation-free); Step, called every period by Run or
+// by a simulator with virtual time, reads the signals and publishes what
+// Admit applies. All methods are safe for concurrent use. The zero value is
+// not usable: call New.
+type Controller struct {
+	// Read by every Admit.
+	plan        atomic.Pointer[plan]
+	overErr     [levee.NumCriticalities]atomic.Pointer[levee.RejectedError]
+	clock       atomic.Int64 // coarse unix ns, refreshed by Run and Step
+	sampleShift atomic.Uint32
+	level       atomic.Int32 // degrade level at the last Step
+	loadBits    atomic.Uint64
+	off         uint64 // seed offset of the Weyl sequences
+	seed        uint64
+	routeFn     func(ctx context.Context) string
+	defRoute    uint64
+	quotas      map[string]*quotaState
+	deg         *degrade.Controller
+	cfg         config
+
+	// Written by Admit and Done.
+	arrivals   [levee.NumCriticalities]counter
+	retried    counter
+	rejected   [levee.NumCriticalities][NumReasons]atomic.Uint64
+	downstream atomic.Uint64
+	gone       atomic.Uint64
+	ring       fairq.Ring
+	routes     routeTable
+
+	// Preallocated rejection errors.
+	errDeadline *levee.RejectedError
+	overTable   [2][raSteps]levee.RejectedError // [noRetry][retry-after index]
+	quotaTable  [raSteps]levee.RejectedError
+
+	// Control state, owned by Step under mu.
+	mu          sync.Mutex
+	tracker     *fairq.Tracker
+	last        time.Time
+	prevArr     [levee.NumCriticalities]uint64
+	prevRej     [levee.NumCriticalities][NumReasons]uint64
+	prevRetried uint64
+	rate        [levee.NumCriticalities]float64 // eligible arrivals per rank, smoothed
+	rateInit    bool
+	admRate     float64
+	capEst      float64
+	shedding    bool
+	target      float64 // admitted-rate target while shedding
+	lastShed    time.Time
+	epStart     time.Time
+	recovery    time.Duration // smoothed episode length
+	episodes    int
+	retryRate   float64
+	totalRate   float64
+	noRetry     bool
+	prevLevel   degrade.Level
+	drill       bool
+	retryIdx    int
+	snap        Snapshot
+	heavy       []fairq.Tenant
+	admHist     [lagPeriods + 2]float64 // admitted above capacity, per period
+	histPos     int
+	capStart    float64 // capacity estimate when the episode started
+	drain       float64 // estimated backlog (requests) still to drain
+	since, accN int
+	acc         float64
+	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
+	ratePos     int
+	debt        float64 // admitted above aim, requests
+	lastAim     float64
+}
+
+// New returns a Controller configured by opts. Without WithSignals it never
+// sheds for overload; deadlines and quotas still apply.
 func New(opts ...Option) *Controller {
 	cfg := config{period: DefaultPeriod}
 	for _, o := range opts {
@@ -26,90 +122,463 @@ func New(opts ...Option) *Controller {
 	if cfg.degrade == nil {
 		cfg.degrade = degrade.New()
 	}
-	return &Controller{cfg: cfg}
-}
-
-// Ticket is an admitted request. Call Done once the work is finished. The
-// zero Ticket's Done is a no-op.
-type Ticket struct {
-	c    *Controller
-	done bool
-}
-
-// Done reports the outcome (nil: success). It is idempotent.
-func (t *Ticket) Done(err error) {
-	if t.c == nil || t.done {
-		return
+	c := &Controller{
+		cfg:         cfg,
+		deg:         cfg.degrade,
+		seed:        cfg.seed,
+		off:         fairq.Mix(cfg.seed),
+		routeFn:     cfg.route,
+		defRoute:    fairq.Hash(cfg.seed, ""),
+		tracker:     fairq.NewTracker(0),
+		errDeadline: &levee.RejectedError{Reason: levee.Deadline, NoRetry: true},
+		recovery:    defaultRecovery,
 	}
-	t.done = true
-}
-
-// DoneAt is Done at the given time, for virtual time.
-func (t *Ticket) DoneAt(now time.Time, err error) { t.Done(err) }
-
-// DegradeLevel returns the degradation level at admission.
-func (t *Ticket) DegradeLevel() degrade.Level {
-	if t.c == nil {
-		return 0
-	}
-	return t.c.cfg.degrade.Level()
-}
-
-// Admit decides whether to start the request described by ctx.
-func (c *Controller) Admit(ctx context.Context) (Ticket, error) { return c.AdmitAt(ctx, time.Time{}) }
-
-// AdmitAt is Admit at the given time.
-func (c *Controller) AdmitAt(ctx context.Context, now time.Time) (Ticket, error) {
-	return Ticket{c: c}, nil
-}
-
-// Step runs one control period.
-func (c *Controller) Step(now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.snap.Time = now
-	c.snap.Signals = c.snap.Signals[:0]
-	load := 0.0
-	for _, s := range c.cfg.signals {
-		v, t := s.Value(), s.Target()
-		c.snap.Signals = append(c.snap.Signals, SignalState{s.Name(), v, t})
-		if !math.IsNaN(v) && t > 0 {
-			load = max(load, v/t)
+	if len(cfg.quotas) > 0 {
+		c.quotas = make(map[string]*quotaState, len(cfg.quotas))
+		for _, q := range cfg.quotas {
+			c.quotas[q.tenant] = newQuotaState(q.q)
 		}
 	}
-	c.snap.Load = load
-	c.snap.DegradeLevel = c.cfg.degrade.StepAt(now, load)
+	for i := range raSteps {
+		d := raValue(i)
+		c.overTable[0][i] = levee.RejectedError{Reason: levee.Overloaded, RetryAfter: d}
+		c.overTable[1][i] = levee.RejectedError{Reason: levee.Overloaded, RetryAfter: d, NoRetry: true}
+		c.quotaTable[i] = levee.RejectedError{Reason: levee.Quota, RetryAfter: d}
+	}
+	c.sampleShift.Store(minSampleShift)
+	c.retryIdx = raIndex(defaultRecovery)
+	c.publishErrors()
+	return c
 }
 
-// Run calls Step every period until ctx is done.
+// retryAfter returns the Retry-After advice for criticality cr given the
+// base (Sheddable) advice: deferrable work (SheddablePlus) waits twice as
+// long.
+func retryAfterFor(cr levee.Criticality, base int) int {
+	if cr == levee.SheddablePlus {
+		return min(base+8, raSteps-1) // ×2
+	}
+	return base
+}
+
+func (c *Controller) publishErrors() {
+	nr := 0
+	if c.noRetry {
+		nr = 1
+	}
+	for cr := range levee.NumCriticalities {
+		c.overErr[cr].Store(&c.overTable[nr][retryAfterFor(levee.Criticality(cr), c.retryIdx)])
+	}
+}
+
+// Step runs one control period ending at now: it reads the signals and the
+// counters, steps the degradation controller, steers the admitted rate and
+// publishes the shedding plan and the rejection errors. Call it every
+// period (Run does) with a non-decreasing now; virtual time is fine.
+func (c *Controller) Step(now time.Time) {
+	events := c.step(now)
+	for _, e := range events {
+		c.emit(e)
+	}
+}
+
+func (c *Controller) step(now time.Time) []Event {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clock.Store(now.UnixNano())
+	dt := now.Sub(c.last)
+	if c.last.IsZero() {
+		dt = c.cfg.period
+	}
+	if dt <= 0 {
+		return nil
+	}
+	c.last = now
+	sec := dt.Seconds()
+	ar := 1 - math.Exp(-sec/rateTau.Seconds())
+	ac := 1 - math.Exp(-sec/capTau.Seconds())
+	aretry := 1 - math.Exp(-sec/retryTau.Seconds())
+
+	// Signals.
+	load := 0.0
+	c.snap.Signals = c.snap.Signals[:0]
+	for _, s := range c.cfg.signals {
+		v, t := s.Value(), s.Target()
+		c.snap.Signals = append(c.snap.Signals, SignalState{Name: s.Name(), Value: v, Target: t})
+		if !math.IsNaN(v) && t > 0 && v/t > load {
+			load = v / t
+		}
+	}
+	if math.IsInf(load, 0) {
+		load = 100
+	}
+	c.loadBits.Store(math.Float64bits(load))
+
+	// Counters → rates.
+	var totalArr, totalAdm float64
+	var rateNow [levee.NumCriticalities]float64
+	for cr := range levee.NumCriticalities {
+		a := c.arrivals[cr].Load()
+		var rej [NumReasons]uint64
+		for r := range NumReasons {
+			rej[r] = c.rejected[cr][r].Load()
+		}
+		dA := a - c.prevArr[cr]
+		dD := rej[levee.Deadline] - c.prevRej[cr][levee.Deadline]
+		dQ := rej[levee.Quota] - c.prevRej[cr][levee.Quota]
+		dO := rej[levee.Overloaded] - c.prevRej[cr][levee.Overloaded]
+		elig := float64(dA) - float64(dD) - float64(dQ)
+		rateNow[levee.Criticality(cr).Rank()] = max(0, elig) / sec
+		totalAdm += max(0, elig-float64(dO)) / sec
+		totalArr += float64(dA) / sec
+		c.prevArr[cr], c.prevRej[cr] = a, rej
+	}
+	for r := range c.rate {
+		switch {
+		case !c.rateInit, rateNow[r] > tuneJump*c.rate[r]+1/sec:
+			c.rate[r] = rateNow[r] // rise at once: shed enough when a flood starts
+		default:
+			c.rate[r] += ar * (rateNow[r] - c.rate[r])
+		}
+	}
+	if !c.rateInit {
+		c.admRate = totalAdm
+	} else {
+		c.admRate += ar * (totalAdm - c.admRate)
+	}
+	c.rateInit = true
+	var R float64
+	for _, r := range c.rate {
+		R += r
+	}
+
+	// Retry share.
+	rt := c.retried.Load()
+	c.retryRate += aretry * (float64(rt-c.prevRetried)/sec - c.retryRate)
+	c.totalRate += aretry * (totalArr - c.totalRate)
+	c.prevRetried = rt
+	share := 0.0
+	if c.totalRate > 0 {
+		share = c.retryRate / c.totalRate
+	}
+
+	// Tenant samples: adapt the sampling ratio to keep the ring half full.
+	shift := c.sampleShift.Load()
+	weight := float64(uint64(1) << shift)
+	c.ring.Drain(func(v uint64) { c.tracker.Add(v, weight) })
+	c.tracker.Step(now, dt)
+	perPeriod := totalArr * sec
+	ns := uint32(minSampleShift)
+	for ns < 40 && perPeriod/float64(uint64(1)<<ns) > ringTarget {
+		ns++
+	}
+	c.sampleShift.Store(ns)
+
+	// Degradation first: it must lead shedding by at least one period.
+	prevLevel := c.prevLevel
+	level := c.deg.StepAt(now, load)
+	c.level.Store(int32(level))
+
+	// Capacity estimate: the admitted rate that would put the load at 1,
+	// from the admitted rate lagPeriods ago (what the signal reflects now),
+	// only while the rate is steady and the signal not saturated.
+	lagged := c.rateHist[(c.ratePos+1)%len(c.rateHist)]
+	c.rateHist[c.ratePos%len(c.rateHist)] = c.admRate
+	c.ratePos++
+	steady := lagged > 0 && math.Abs(c.admRate-lagged) <= 0.2*lagged
+	if !c.shedding && load > 0.2 && load <= 1 && steady {
+		est := lagged / load
+		if c.capEst == 0 {
+			c.capEst = est
+		} else {
+			c.capEst += ac * (est - c.capEst)
+		}
+	}
+
+	// The control law (see doc.go): on entry, start from the capacity
+	// estimate and drain the queue the flood built before it was seen; then
+	// correct the admitted rate multiplicatively by (value/target)^-gain.
+	var events []Event
+	wasShedding := c.shedding
+	admCount := totalAdm * sec
+	c.admHist[c.histPos%len(c.admHist)] = admCount - c.capEst*sec
+	c.histPos++
+	if !c.shedding && load > 1 && prevLevel > 0 && R > 0 {
+		c.shedding = true
+		c.epStart = now
+		c.target = c.admRate / load
+		if c.capEst > 0 && c.capEst < c.target {
+			c.target = c.capEst
+		}
+		c.capStart = c.target
+		c.drain = 0
+		if c.capEst > 0 { // without an estimate there is no model to drain by
+			for _, x := range c.admHist {
+				c.drain += max(0, x)
+			}
+		}
+		c.debt = 0
+		c.since, c.acc, c.accN = 0, 0, 0
+	} else if c.shedding {
+		switch {
+		case c.drain > 0:
+			// The signal is saturated by the backlog: steer by the model
+			// (backlog shrinks by capacity − admitted) instead of
+			// integrating a reading that cannot say how far over we are.
+			c.drain -= c.capStart*sec - admCount
+			if c.drain <= 0.5*c.capStart*sec {
+				c.drain = 0
+				c.since, c.acc, c.accN = 0, 0, 0
+			}
+		default:
+			// Correct once the last change has shown in the signal: skip
+			// the readings taken before it could, average the next two,
+			// then move most of the way (value/target)^-gain.
+			c.since++
+			if c.since > lagPeriods-1 {
+				c.acc += math.Log(min(max(load, tuneLo), tuneHi))
+				c.accN++
+			}
+			if c.accN >= 2 {
+				m := c.acc / float64(c.accN)
+				g := tuneGain
+				if m < 0 {
+					g = tuneGainUp
+				}
+				c.target *= math.Exp(-g * m)
+				c.since, c.acc, c.accN = 0, 0, 0
+			}
+		}
+		c.target = min(c.target, 1.5*R)
+		c.target = max(c.target, 1e-3)
+		if load > 0.2 && load <= 1.2 && steady {
+			c.capEst += ac * (lagged/load - c.capEst)
+		}
+	}
+	aim := c.target
+	if c.drain > 0 {
+		aim = max(0.1*c.capStart, c.capStart-c.drain/drainTime.Seconds())
+	}
+	// Sigma-delta on our own counters: what the last period admitted above
+	// its aim is taken off the next one, so arrival noise does not
+	// accumulate between signal samples.
+	if c.lastAim > 0 && tuneSD > 0 {
+		c.debt += admCount - c.lastAim*sec
+		c.debt = min(max(c.debt, -aim*sec), aim*sec)
+		aim = max(0, aim-c.debt/sec)
+	}
+	shed := 0.0
+	c.lastAim = 0
+	if c.shedding {
+		shed = max(0, R-aim)
+		if shed > 0 {
+			c.lastAim = aim
+		} else {
+			c.debt = 0
+		}
+		if shed > 0 {
+			c.lastShed = now
+		} else if now.Sub(c.lastShed) >= episodeHold && load <= 1 {
+			c.shedding = false
+			d := c.lastShed.Sub(c.epStart) + c.cfg.period
+			if c.episodes == 0 {
+				c.recovery = d
+			} else {
+				c.recovery = (c.recovery + d) / 2
+			}
+			c.episodes++
+		}
+	}
+
+	// Map the shed rate onto tenants and the ladder.
+	capacity := c.capEst
+	if c.shedding {
+		capacity = c.target
+	}
+	active := max(1, c.tracker.Active())
+	fair := capacity / active
+	var res planResult
+	if shed > 0 {
+		c.heavy = c.tracker.Top(c.heavy[:0], fair)
+		res = buildPlan(planInput{shed: shed, rate: c.rate, tenants: c.heavy, fair: fair})
+	}
+	c.plan.Store(res.p)
+
+	// Retry advice.
+	ra := c.recovery
+	if c.shedding {
+		ra = max(ra, now.Sub(c.epStart))
+	}
+	ra = min(max(ra, minRetryAfter), maxRetryAfter)
+	noRetry := c.noRetry
+	if share > noRetryOn {
+		noRetry = true
+	} else if share < noRetryOff {
+		noRetry = false
+	}
+	if idx := raIndex(ra); idx != c.retryIdx || noRetry != c.noRetry {
+		changed := noRetry != c.noRetry
+		c.retryIdx, c.noRetry = idx, noRetry
+		c.publishErrors()
+		if changed {
+			k := NoRetryEnd
+			if noRetry {
+				k = NoRetryStart
+			}
+			events = append(events, Event{Kind: k})
+		}
+	}
+
+	// Snapshot state and events.
+	s := &c.snap
+	s.Time = now
+	s.Overloaded = c.shedding
+	s.Load = load
+	s.ShedLevel = res.level
+	s.AdmitFraction = 1
+	if shed > 0 && R > 0 {
+		s.AdmitFraction = c.target / R
+	}
+	s.DegradeLevel = level
+	if wasShedding {
+		s.ShedSeconds += sec
+	}
+	if prevLevel > 0 {
+		s.DegradedSeconds += sec
+	}
+	s.RetryShare = share
+	s.NoRetry = c.noRetry
+	s.RetryAfter = c.overTable[0][c.retryIdx].RetryAfter
+	s.CapacityRPS = capacity
+	s.FairShareRPS = fair
+	s.ActiveTenants = int(math.Round(c.tracker.Active()))
+	s.OfferedRPS = R
+	s.TenantShedRPS = res.tenantShed
+	s.Routes = c.routes.routes()
+
+	if c.shedding != wasShedding {
+		k := OverloadEnd
+		if c.shedding {
+			k = OverloadStart
+		}
+		events = append(events, Event{Kind: k})
+	}
+	if level != prevLevel {
+		events = append(events, Event{Kind: DegradeChanged})
+	}
+	_, _, drill := c.deg.Forced(now)
+	if drill != c.drill {
+		k := DrillEnd
+		if drill {
+			k = DrillStart
+		}
+		events = append(events, Event{Kind: k})
+		c.drill = drill
+	}
+	c.prevLevel = level
+	if len(events) > 0 && (c.cfg.observer != nil || c.cfg.logger != nil) {
+		snap := c.snapshotLocked()
+		for i := range events {
+			events[i].Time = now
+			events[i].Snapshot = snap
+		}
+		return events
+	}
+	return nil
+}
+
+func (c *Controller) emit(e Event) {
+	if c.cfg.observer != nil {
+		c.cfg.observer(e)
+	}
+	l := c.cfg.logger
+	if l == nil {
+		return
+	}
+	s := &e.Snapshot
+	switch e.Kind {
+	case OverloadStart:
+		l.Warn("admit: overloaded, shedding", "load", s.Load, "capacity_rps", s.CapacityRPS, "offered_rps", s.OfferedRPS)
+	case OverloadEnd:
+		l.Info("admit: overload over", "load", s.Load, "shed_seconds", s.ShedSeconds)
+	case DegradeChanged:
+		l.Info("admit: degradation level changed", "level", int(s.DegradeLevel), "load", s.Load)
+	case DrillStart:
+		l.Info("admit: degradation drill started", "level", int(s.DegradeLevel))
+	case DrillEnd:
+		l.Info("admit: degradation drill ended", "level", int(s.DegradeLevel))
+	case NoRetryStart:
+		l.Warn("admit: high retry share, rejections say no-retry", "retry_share", s.RetryShare)
+	case NoRetryEnd:
+		l.Info("admit: retry share back to normal", "retry_share", s.RetryShare)
+	default:
+		l.Log(context.Background(), slog.LevelInfo, "admit: "+e.Kind.String())
+	}
+}
+
+// Run calls Step every period with the real time and refreshes the coarse
+// clock Admit reads every millisecond, until ctx is done. Run one Run per
+// Controller.
 func (c *Controller) Run(ctx context.Context) {
-	t := time.NewTicker(c.cfg.period)
-	defer t.Stop()
+	step := time.NewTicker(c.cfg.period)
+	defer step.Stop()
+	tick := time.NewTicker(clockTick)
+	defer tick.Stop()
+	c.Step(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
+			c.clock.Store(0)
 			return
-		case now := <-t.C:
+		case now := <-tick.C:
+			c.clock.Store(now.UnixNano())
+		case now := <-step.C:
 			c.Step(now)
 		}
 	}
 }
 
-// Snapshot returns the current state.
+// Snapshot returns the state as of the last Step, with cumulative counters
+// read now. Safe for concurrent use; it allocates the Signals slice.
 func (c *Controller) Snapshot() Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.snapshotLocked()
+}
+
+func (c *Controller) snapshotLocked() Snapshot {
 	s := c.snap
-	s.Signals = append([]SignalState(nil), s.Signals...)
+	s.Signals = append([]SignalState(nil), c.snap.Signals...)
+	for cr := range levee.NumCriticalities {
+		a := c.arrivals[cr].Load()
+		var rej uint64
+		for r := range NumReasons {
+			v := c.rejected[cr][r].Load()
+			s.Rejected[cr][r] = v
+			rej += v
+		}
+		if a > rej {
+			s.Admitted[cr] = a - rej
+		}
+	}
+	s.DownstreamOverloaded = c.downstream.Load()
+	s.CallerGone = c.gone.Load()
 	return s
 }
 
-// Load returns the maximum over signals of value ÷ target.
-func (c *Controller) Load() float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.snap.Load
-}
+// Load returns the maximum over signals of value ÷ target at the last Step
+// (1.0 = at target; 0 before the first Step), for the Levee-Load header. It
+// is one atomic load.
+func (c *Controller) Load() float64 { return math.Float64frombits(c.loadBits.Load()) }
 
-// Degrade returns the degradation controller.
-func (c *Controller) Degrade() *degrade.Controller { return c.cfg.degrade }
+// Degrade returns the degradation controller the Controller steps.
+func (c *Controller) Degrade() *degrade.Controller { return c.deg }
+
+var (
+	tuneJump   = 1.5
+	tuneLo     = 0.5
+	tuneHi     = 2.0
+	tuneGain   = 0.7
+	tuneGainUp = 0.7
+	tuneSD     = 0.0
+)

@@ -1,0 +1,166 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/fairq"
+)
+
+// Ticket is an admitted request. Call Done (or DoneAt) once the work is
+// finished; it feeds the service-time table and the downstream-overload
+// counter. The zero Ticket's Done is a no-op. A Ticket is a small value: keep
+// it in a variable and call Done on that variable.
+type Ticket struct {
+	c     *Controller
+	start int64  // unix ns when sampled for service time, else 0
+	route uint64 // route hash
+	level int8
+	done  bool
+	real  bool // start was read from the real clock
+}
+
+// Admit decides whether to start the request described by ctx (its
+// levee.Call carries criticality, tenant and attempt; its deadline, the time
+// left). It returns a Ticket, or a *levee.RejectedError (shared: do not
+// modify) with Reason Deadline when ctx is done or the time left is below
+// the route's learned service time, Quota when the tenant is over its
+// quota, and Overloaded when the request falls in the part being shed.
+//
+// Admit reads the coarse clock that Run refreshes (to within about a
+// millisecond) instead of calling time.Now; without Run it calls
+// time.Now. It takes no lock and does not allocate.
+func (c *Controller) Admit(ctx context.Context) (Ticket, error) {
+	now := c.clock.Load()
+	if now == 0 {
+		now = time.Now().UnixNano()
+	}
+	return c.admit(ctx, now, true)
+}
+
+// AdmitAt is Admit at the given time, for virtual time. Pair it with
+// Ticket.DoneAt.
+func (c *Controller) AdmitAt(ctx context.Context, now time.Time) (Ticket, error) {
+	return c.admit(ctx, now.UnixNano(), false)
+}
+
+// Odd multipliers giving independent-looking Weyl sequences for the
+// samplers (the shedding fractions use the golden ratio).
+const (
+	tenantMul  = 0xD1B54A32D192ED03
+	serviceMul = 0xAEF17502108EF2D9
+)
+
+func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, error) {
+	call := levee.CallFrom(ctx)
+	cr := call.Criticality
+	if !cr.Valid() {
+		cr = levee.Critical
+	}
+	n := c.arrivals[cr].Add(1)
+	if call.Attempt > 0 {
+		c.retried.Add(1)
+	}
+	if ctx.Err() != nil {
+		c.rejected[cr][levee.Deadline].Add(1)
+		return Ticket{}, c.errDeadline
+	}
+	route := c.defRoute
+	if c.routeFn != nil {
+		route = fairq.Hash(c.seed, c.routeFn(ctx))
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := dl.UnixNano() - now
+		if left <= 0 || left < c.routes.serviceTime(route) {
+			c.rejected[cr][levee.Deadline].Add(1)
+			return Ticket{}, c.errDeadline
+		}
+	}
+	p := c.plan.Load()
+	var key uint64
+	if call.Tenant != "" {
+		sampled := (n*tenantMul)>>(64-c.sampleShift.Load()) == 0
+		if sampled || (p != nil && p.hasTenants) || c.quotas != nil {
+			key = fairq.Key(fairq.Hash(c.seed, call.Tenant))
+		}
+		if sampled {
+			c.ring.Add(fairq.Sample(key, int(cr)))
+		}
+		if c.quotas != nil {
+			if q := c.quotas[call.Tenant]; q != nil {
+				if wait, ok := q.take(cr, now); !ok {
+					c.rejected[cr][levee.Quota].Add(1)
+					return Ticket{}, &c.quotaTable[raIndex(time.Duration(wait))]
+				}
+			}
+		}
+	}
+	if p != nil && p.shed(key, cr.Rank(), n, c.off) {
+		c.rejected[cr][levee.Overloaded].Add(1)
+		return Ticket{}, c.overErr[cr].Load()
+	}
+	t := Ticket{c: c, route: route, level: int8(c.level.Load())}
+	if (n*serviceMul)>>60 == 0 { // one in 16
+		t.real = real
+		if real {
+			t.start = time.Now().UnixNano()
+		} else {
+			t.start = now
+		}
+	}
+	return t, nil
+}
+
+// Done reports that the admitted work finished with err: nil for success; a
+// *levee.RejectedError of Reason Overloaded from a downstream call is
+// counted as downstream overload; a context error means the caller gave
+// up. Only the first call on a Ticket variable counts.
+func (t *Ticket) Done(err error) {
+	if t.c == nil || t.done {
+		return
+	}
+	var now int64
+	if t.start != 0 {
+		if t.real {
+			now = time.Now().UnixNano()
+		} else {
+			now = t.start // a virtual-time ticket finished in real time: learn nothing
+		}
+	}
+	t.finish(now, err)
+}
+
+// DoneAt is Done at the given time, for virtual time.
+func (t *Ticket) DoneAt(now time.Time, err error) {
+	if t.c == nil || t.done {
+		return
+	}
+	t.finish(now.UnixNano(), err)
+}
+
+func (t *Ticket) finish(now int64, err error) {
+	t.done = true
+	c := t.c
+	if err != nil {
+		if re, ok := err.(*levee.RejectedError); ok {
+			if re.Reason == levee.Overloaded {
+				c.downstream.Add(1)
+			}
+		} else if errors.Is(err, levee.ErrOverloaded) {
+			c.downstream.Add(1)
+		} else if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			c.gone.Add(1)
+		}
+		return
+	}
+	if t.start != 0 {
+		c.routes.observe(t.route, now-t.start)
+	}
+}
+
+// DegradeLevel returns the degradation level in force when the request was
+// admitted; handlers choose their cheaper answer from it.
+func (t *Ticket) DegradeLevel() degrade.Level { return degrade.Level(t.level) }

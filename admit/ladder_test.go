@@ -1,0 +1,116 @@
+package admit_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+)
+
+func critCtx(c levee.Criticality, tenant string) context.Context {
+	return levee.WithCall(context.Background(), levee.Call{Criticality: c, Tenant: tenant})
+}
+
+func TestLadder(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4, 5} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			const c0 = 1000.0
+			p := newPlant(c0, seed)
+			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
+			var srcs []*source
+			// C, the admitted rate at which the signal sits at target, with
+			// 2C offered and rejections costing 2% of a request.
+			c := p.atTarget(2 * c0 / 1.02)
+			for _, cr := range levee.ByRank {
+				// 0.25C per level for 3 s of warm-up, then 0.5C.
+				srcs = append(srcs, &source{ctx: critCtx(cr, ""), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.25 * c, 0.5 * c})})
+			}
+			s := &sim{ctl: ctl, p: p, srcs: srcs, t0: time.Unix(1_700_000_000, 0)}
+			s.run(6*time.Second, time.Second)
+			for _, src := range srcs {
+				src.admitted, src.rejected = 0, 0
+			}
+			s.run(10*time.Second, time.Second)
+			frac := func(i int) float64 { return float64(srcs[i].admitted) / float64(srcs[i].admitted+srcs[i].rejected) }
+			t.Logf("admitted: SHEDDABLE %.4f SHEDDABLE_PLUS %.4f CRITICAL %.4f CRITICAL_PLUS %.4f", frac(0), frac(1), frac(2), frac(3))
+			if got := frac(3); got < 0.99 {
+				t.Errorf("CRITICAL_PLUS admitted %.4f, want ≥ 0.99", got)
+			}
+			if got := frac(2); got < 0.99 && strict || got < 0.85 {
+				t.Errorf("CRITICAL admitted %.4f, want ≥ 0.99 (regression bound 0.85)", got)
+			}
+			if got := frac(0); got > 0.01 {
+				t.Errorf("SHEDDABLE admitted %.4f, want ≤ 0.01", got)
+			}
+			if frac(1) < frac(0) || frac(1) > frac(2) {
+				t.Errorf("SHEDDABLE_PLUS admitted %.4f, want between SHEDDABLE %.4f and CRITICAL %.4f", frac(1), frac(0), frac(2))
+			}
+		})
+	}
+}
+
+func TestTenantAbuserDoesNotStarveOthers(t *testing.T) {
+	tests := []struct {
+		name   string
+		abuser func(i int) context.Context
+	}{
+		{"one id", nil},
+		{"100k rotating ids behind one prefix", func(i int) context.Context {
+			// The HTTP layer's default tenant for an untrusted caller is its
+			// address prefix: every id this client invents maps to it.
+			id := fmt.Sprintf("203.0.%d.%d", (i%100_000)/256, i%256)
+			return critCtx(levee.Critical, prefix16(id))
+		}},
+	}
+	for _, tt := range tests {
+		for _, seed := range []uint64{1, 2, 3, 4, 5} {
+			t.Run(fmt.Sprintf("%s/seed%d", tt.name, seed), func(t *testing.T) {
+				const c0 = 1000.0
+				p := newPlant(c0, seed)
+				ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
+				// The abuser steps from 0.3C to 10C after 3 s of warm-up.
+				ab := &source{ctx: critCtx(levee.Critical, "203.0.0.0/16"), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.3 * c0, 10 * c0}), pick: tt.abuser}
+				srcs := []*source{ab}
+				for i := range 19 {
+					srcs = append(srcs, &source{ctx: critCtx(levee.Sheddable, fmt.Sprint("tenant-", i)), rate: constant(0.3 * c0 / 19)})
+				}
+				s := &sim{ctl: ctl, p: p, srcs: srcs, t0: time.Unix(1_700_000_000, 0)}
+				s.run(6*time.Second, time.Second)
+				for _, src := range srcs {
+					src.admitted, src.rejected = 0, 0
+				}
+				s.run(10*time.Second, time.Second)
+				var adm, rej int
+				for _, src := range srcs[1:] {
+					adm += src.admitted
+					rej += src.rejected
+				}
+				got := float64(adm) / float64(adm+rej)
+				snap := ctl.Snapshot()
+				t.Logf("the 19 admitted %.4f; abuser admitted %d/s; fair share %.0f/s over %d tenants; tenant-stage shed %.0f/s",
+					got, ab.admitted/10, snap.FairShareRPS, snap.ActiveTenants, snap.TenantShedRPS)
+				if got < 0.99 {
+					t.Errorf("the 19 well-behaved tenants admitted %.4f, want ≥ 0.99", got)
+				}
+			})
+		}
+	}
+}
+
+// prefix16 maps an IPv4 address to its /16, as the HTTP layer's default
+// tenant function does for untrusted callers.
+func prefix16(ip string) string {
+	dots := 0
+	for i := range len(ip) {
+		if ip[i] == '.' {
+			dots++
+			if dots == 2 {
+				return ip[:i] + ".0.0/16"
+			}
+		}
+	}
+	return ip
+}
