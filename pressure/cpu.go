@@ -49,6 +49,7 @@ type CPU struct {
 	limit     cgroup.Limit
 	limitAt   time.Time
 	haveLimit bool
+	limitErr  error // why the limit fell back to GOMAXPROCS, until it reads again
 	smooth    ewma
 	reading   CPUReading
 }
@@ -264,17 +265,16 @@ func (c *CPU) SampleAt(now time.Time) {
 	if !c.lastAt.IsZero() && !now.After(c.lastAt) {
 		return
 	}
-	c.reading.Err = nil
 	if c.cg != nil && (!c.haveLimit || now.Sub(c.limitAt) >= c.cfg.refresh || now.Before(c.limitAt)) {
 		l, err := c.cg.Limit()
 		if err != nil {
 			// A quota that cannot be parsed is not trusted: fall back to
 			// GOMAXPROCS rather than guess.
 			l = cgroup.Limit{Quota: cgroup.Quota{Quota: -1, Period: 100 * time.Millisecond}}
-			c.reading.Err = err
 		}
-		c.limit, c.limitAt, c.haveLimit = l, now, true
+		c.limit, c.limitAt, c.haveLimit, c.limitErr = l, now, true, err
 	}
+	c.reading.Err = c.limitErr
 
 	cores, bound := float64(max(1, c.cfg.procs())), "GOMAXPROCS"
 	if q := c.limit.Quota.Cores(); q < cores {

@@ -63,6 +63,17 @@
 //
 // Host-wide figures (/proc/stat, the load average) are never used.
 //
+// CPU used is not CPU wanted. On a host where other processes compete for
+// the same cores and no quota reserves any for this process, it may get
+// half a core while its run queue grows: used ÷ allowed then reads 0.45
+// (measured on the 2-core build machine at load average 8, GOMAXPROCS=1,
+// one busy goroutine). WithRunQueueWait adds the time this process's
+// threads waited in the kernel's run queue (schedstat run_delay) to the
+// numerator, which read 1.06 in the same run. It is off by default, so that
+// Value keeps the meaning "share of the allowed cores used"; the scheduler
+// latency signal covers much of the same ground when goroutines outnumber
+// the Ps.
+//
 // # Scheduler latency and queueing delay
 //
 // CPU can read low while the process is overloaded: a VM whose host grants
