@@ -13,7 +13,7 @@ import (
 )
 
 // chartStep is the width of a point on the demo's charts.
-const chartStep = 250 * time.Millisecond
+const chartStep = 200 * time.Millisecond
 
 // rates sums a 100ms series into chartStep buckets, shifted by shift
 // buckets, and returns events per second.
@@ -41,6 +41,14 @@ func loadSeries(r *loadgen.Report, f func(loadgen.Bucket) int64) []float64 {
 		xs[i] = f(b)
 	}
 	return rates(xs, r.Resolution, 0)
+}
+
+// trim cuts ys to at most n points.
+func trim(ys []float64, n int) []float64 {
+	if len(ys) > n {
+		return ys[:n]
+	}
+	return ys
 }
 
 func writeDemoHTML(path string, out demoJSON, work time.Duration, table string) error {
@@ -90,17 +98,23 @@ func writeDemoHTML(path string, out demoJSON, work time.Duration, table string) 
 			for i := range ss.OK {
 				inTime[i] = ss.OK[i] - ss.OKLate[i]
 			}
-			served = append(served, report.Uniform(label+" answered in time", 0, chartStep.Seconds(), rates(inTime, ss.Resolution, shift)))
-			late = append(late, report.Uniform(label+" runs after deadline", 0, chartStep.Seconds(), rates(ss.Late, ss.Resolution, shift)))
+			served = append(served, report.Uniform(label+" answered in time", 0, chartStep.Seconds(), trim(rates(inTime, ss.Resolution, shift), len(offered))))
+			late = append(late, report.Uniform(label+" runs after deadline", 0, chartStep.Seconds(), trim(rates(ss.Late, ss.Resolution, shift), len(offered))))
 			if r.Protection == backend.Levee && len(r.res.Server.ShedLevel) > 0 {
 				lv := r.res.Server.ShedLevel
 				if shift > 0 && shift < len(lv) {
 					lv = lv[shift:]
 				}
+				lv = lv[:min(len(lv), int(float64(len(offered))*chartStep.Seconds()/0.1))]
 				shed = append(shed, report.Uniform("shed level", 0, 0.1, lv))
 			}
 		}
-		att = append([]report.Series{report.Uniform("offered", 0, chartStep.Seconds(), offered)}, att...)
+		// The offered load first everywhere, so that each protection keeps
+		// its colour from chart to chart.
+		ref := []report.Series{report.Uniform("offered", 0, chartStep.Seconds(), offered)}
+		att = append(ref, att...)
+		served = append(ref, served...)
+		late = append(ref, late...)
 		charts := []report.Chart{
 			{Title: "Goodput (by scheduled time)", XLabel: "seconds", YLabel: "requests/s", Series: good},
 			{Title: "Attempts on the wire (retries included)", XLabel: "seconds", YLabel: "attempts/s", Series: att},
@@ -112,7 +126,7 @@ func writeDemoHTML(path string, out demoJSON, work time.Duration, table string) 
 		}
 		page.Sections = append(page.Sections, report.Section{
 			Title:  "Repetition " + rep,
-			Text:   fmt.Sprintf("Phases: normal 0–%s, spike, after; x axis in seconds from the start of the run.", phaseEnds(runs)),
+			Text:   fmt.Sprintf("x axis: seconds from the start of the run; %s.", phaseEnds(runs)),
 			Charts: charts,
 		})
 	}
@@ -129,7 +143,7 @@ func phaseEnds(runs []demoRun) string {
 	}
 	var parts []string
 	for _, p := range runs[0].res.Load.Phases {
-		parts = append(parts, fmt.Sprintf("%s ends at %.0fs", p.Name, (p.Offset+p.Duration).Seconds()))
+		parts = append(parts, fmt.Sprintf("%s %.0f–%.0f s", p.Name, p.Offset.Seconds(), (p.Offset+p.Duration).Seconds()))
 	}
 	return strings.Join(parts, ", ")
 }
