@@ -10,7 +10,11 @@ import (
 // Set is the recommended set of signals for a server: CPU against the cores
 // it may use, Go scheduler latency and queueing delay, each with its
 // defaults. The handler (leveehttp does it) calls Queue.Observe with each
-// request's wait before its handler started.
+// request's wait before its handler started. Members may be built by hand
+// with other options, and any may be nil:
+//
+//	cpu, err := pressure.NewCPU(pressure.WithCPUTarget(0.9), pressure.WithRunQueueWait(true))
+//	set := &pressure.Set{CPU: cpu, Sched: pressure.NewSchedLatency(), Queue: pressure.NewQueueDelay()}
 type Set struct {
 	CPU   *CPU
 	Sched *SchedLatency
