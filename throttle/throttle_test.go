@@ -96,8 +96,13 @@ type phase struct {
 // run drives a Throttle against a 100/s token-bucket backend through the
 // phases and returns the local rejection share of every second of the
 // last phase.
-func run(th *Throttle, phases []phase) []float64 {
+func run(th *Throttle, phases []phase) []float64 { return runLatency(th, phases, 0) }
+
+// runLatency is run with responses arriving lat after the send: accepts
+// are reported then.
+func runLatency(th *Throttle, phases []phase, lat time.Duration) []float64 {
 	b := newBucket(100, time.Second)
+	var pending []time.Duration
 	var out []float64
 	at := time.Duration(0)
 	for i, p := range phases {
@@ -107,6 +112,10 @@ func run(th *Throttle, phases []phase) []float64 {
 		var off, rej float64
 		sec := at + time.Second
 		for ; at < end; at += gap {
+			for len(pending) > 0 && pending[0] <= at {
+				th.AcceptAt(t0.Add(pending[0]), levee.Critical)
+				pending = pending[1:]
+			}
 			if last && at >= sec {
 				out = append(out, rej/off)
 				off, rej, sec = 0, 0, sec+time.Second
@@ -116,7 +125,11 @@ func run(th *Throttle, phases []phase) []float64 {
 			if th.AllowAt(now, levee.Critical) != nil {
 				rej++
 			} else if b.take(at) {
-				th.AcceptAt(now, levee.Critical)
+				if lat == 0 {
+					th.AcceptAt(now, levee.Critical)
+				} else {
+					pending = append(pending, at+lat)
+				}
 			}
 		}
 		at = end
@@ -165,6 +178,29 @@ func TestRecoveryAfterLongOverload(t *testing.T) {
 	for s := 5; s < len(got); s++ {
 		if got[s] >= 0.05 {
 			t.Fatalf("second %d: local rejections %.3f, want < 0.05", s, got[s])
+		}
+	}
+}
+
+func TestRecoveryWithLatency(t *testing.T) {
+	// Accepts arrive when the response does; requests in flight look
+	// unaccepted. K = 2 still recovers within 5 s.
+	for _, lat := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond, 300 * time.Millisecond} {
+		for _, tt := range []struct {
+			name   string
+			phases []phase
+		}{
+			{"30 s at 3×", []phase{{30 * time.Second, 3}, {30 * time.Second, 1}}},
+			{"5 min at 10×", []phase{{5 * time.Minute, 10}, {30 * time.Second, 1}}},
+		} {
+			got := runLatency(New(), tt.phases, lat)
+			t.Logf("latency %v, %s: %.2f", lat, tt.name, got[:8])
+			for s := 5; s < len(got); s++ {
+				if got[s] >= 0.05 {
+					t.Errorf("latency %v, after %s: second %d rejects %.3f locally, want < 0.05", lat, tt.name, s, got[s])
+					break
+				}
+			}
 		}
 	}
 }
@@ -403,6 +439,28 @@ func TestSteadyStateSweep(t *testing.T) {
 			if d := (got.Received - want.Received) / want.Received; d < -0.02 || d > 0.02 {
 				t.Errorf("capacity %v K=%v: received %.3f×A, want %.2f×A ± 2%%", capacity, k, got.Received, want.Received)
 			}
+		}
+	}
+}
+
+func TestOnsetLikeSRE(t *testing.T) {
+	// From two minutes at capacity to 10×: the throttle engages as the
+	// 2-minute window fills, as the book's does, and reaches the steady
+	// state within the window.
+	phases := []phase{{2 * time.Minute, 1}, {3 * time.Minute, 10}}
+	lv, sre := run(New(), phases), run(New(WithRecovery(0)), phases)
+	every := func(v []float64) []float64 {
+		var out []float64
+		for i := 9; i < len(v); i += 10 {
+			out = append(out, v[i])
+		}
+		return out
+	}
+	t.Logf("local rejection share every 10 s: levee %.2f", every(lv))
+	t.Logf("                                  SRE   %.2f", every(sre))
+	for s := 120; s < len(lv); s++ {
+		if lv[s] < 0.75 {
+			t.Fatalf("second %d of the overload: local rejections %.3f, want ≥ 0.75 once the window is full", s, lv[s])
 		}
 	}
 }
