@@ -134,6 +134,54 @@ func ServerRecovery(res *Result, trigger int, hold time.Duration) (seconds float
 	return round(d.Seconds(), 1), true
 }
 
+// ServerHealthy is the time from the end of the trigger phase until the
+// backend, for hold seconds in a row (shortened to what the next phase has
+// left), answers ≥ 95% of the requests that reach it with a 2xx before
+// their client's deadline, whatever their number: a client that throttles
+// itself sends less than the offered load, and ServerRecovery would blame
+// the server for it. ok is false if that never happens.
+func ServerHealthy(res *Result, trigger int, hold time.Duration) (seconds float64, ok bool) {
+	lr, sr := res.Load, res.Server.Series
+	if trigger+1 >= len(lr.Phases) || sr.Resolution <= 0 {
+		return 0, false
+	}
+	shift := int(lr.Start.Sub(sr.Start) / sr.Resolution)
+	at := func(xs []int64, i int) int64 {
+		if i += shift; i >= 0 && i < len(xs) {
+			return xs[i]
+		}
+		return 0
+	}
+	per := int(time.Second / sr.Resolution)
+	healthy := func(from int) bool {
+		var good, all int64
+		for i := from; i < from+per; i++ {
+			good += at(sr.OK, i) - at(sr.OKLate, i)
+			all += at(sr.OK, i) + at(sr.Rejected, i) + at(sr.Other, i)
+		}
+		return all > 0 && float64(good) >= 0.95*float64(all)
+	}
+	next := lr.Phases[trigger+1]
+	from, until := next.Offset, next.Offset+next.Duration
+	h := min(hold, (until-from)/time.Second*time.Second-time.Second)
+	if h < time.Second {
+		h = time.Second
+	}
+	for t := from; t+h <= until; t += sr.Resolution {
+		ok := true
+		for w := time.Duration(0); w < h; w += time.Second {
+			if !healthy(int((t + w) / sr.Resolution)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return round((t - from).Seconds(), 1), true
+		}
+	}
+	return 0, false
+}
+
 // LateShare is the share of the backend's handler runs that finished after
 // their client's deadline: work done for nobody.
 func LateShare(s backend.Series) float64 {

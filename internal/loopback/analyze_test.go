@@ -143,3 +143,28 @@ func TestPhases(t *testing.T) {
 		t.Errorf("Phases = %+v, want %+v", got, want)
 	}
 }
+
+func TestServerHealthy(t *testing.T) {
+	start := time.Unix(1000, 0)
+	phases := []loadgen.PhaseStats{
+		{Name: "spike", Offset: 0, Duration: 2 * time.Second},
+		{Name: "after", Offset: 2 * time.Second, Duration: 4 * time.Second, Offered: 400},
+	}
+	// Few requests reach the server after the spike (clients throttle),
+	// but from second 3 on it answers all of them in time.
+	ok := series(100, 100, 30, 30, 30, 30)
+	late := series(100, 100, 20, 0, 0, 0)
+	res := &Result{
+		Load: &loadgen.Report{Start: start, Resolution: 100 * time.Millisecond, Phases: phases},
+		Server: backend.Report{Series: backend.Series{
+			Start: start, Resolution: 100 * time.Millisecond,
+			OK: ok, OKLate: late, Rejected: make([]int64, len(ok)), Other: make([]int64, len(ok)),
+		}},
+	}
+	if got, healthy := ServerHealthy(res, 0, 2*time.Second); !healthy || got != 1 {
+		t.Errorf("ServerHealthy = %v, %v, want 1, true", got, healthy)
+	}
+	if _, served := ServerRecovery(res, 0, 2*time.Second); served {
+		t.Errorf("ServerRecovery: recovered, want never (30/s answered of 100/s offered)")
+	}
+}
