@@ -40,6 +40,10 @@
 //	levee_retry_after_seconds                       gauge    Retry-After given to SHEDDABLE
 //	levee_tenant_fair_share_requests_per_second     gauge    capacity / active tenants
 //	levee_active_tenants                            gauge    estimated active tenants
+//	levee_offered_requests_per_second               gauge    smoothed demand reaching the overload stage
+//	levee_tenant_shed_requests_per_second           gauge    shed rate taken from heavy tenants
+//	levee_caller_gone_total                         counter  admitted, then the caller gave up
+//	levee_learned_routes                            gauge    routes with a learned service time
 //
 // Client (ThrottleCollector, BudgetCollector):
 //

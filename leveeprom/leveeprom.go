@@ -50,6 +50,8 @@ type AdmitCollector struct {
 	shedSeconds, degradedSeconds     *prometheus.Desc
 	retryShare, noRetry, retryAfter  *prometheus.Desc
 	fairShare, activeTenants         *prometheus.Desc
+	offered, tenantShed, callerGone  *prometheus.Desc
+	routes                           *prometheus.Desc
 }
 
 // NewAdmitCollector returns a collector for ctl; register it on your own
@@ -114,6 +116,14 @@ func newAdmitCollector(snapshot func() admit.Snapshot, opts []Option) *AdmitColl
 			"Per-tenant fair share: estimated capacity / active tenants."),
 		activeTenants: d("levee_active_tenants",
 			"Estimated number of active tenants (bounded sketch)."),
+		offered: d("levee_offered_requests_per_second",
+			"Smoothed rate of requests reaching the overload stage (past the deadline and quota checks), as seen by the controller."),
+		tenantShed: d("levee_tenant_shed_requests_per_second",
+			"Part of the shed rate taken from tenants far above their fair share."),
+		callerGone: d("levee_caller_gone_total",
+			"Admitted requests that finished with a context error: the caller gave up while the work ran."),
+		routes: d("levee_learned_routes",
+			"Routes whose service time the controller is learning (bounded table)."),
 	}
 }
 
@@ -124,7 +134,8 @@ func (c *AdmitCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.admitFrac, c.degradeLevel, c.load, c.headroom, c.signalValue,
 		c.signalTarget, c.signalLoad, c.capacity, c.shedSeconds,
 		c.degradedSeconds, c.retryShare, c.noRetry, c.retryAfter,
-		c.fairShare, c.activeTenants,
+		c.fairShare, c.activeTenants, c.offered, c.tenantShed, c.callerGone,
+		c.routes,
 	} {
 		ch <- d
 	}
@@ -170,6 +181,10 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.retryAfter, s.RetryAfter.Seconds())
 	gauge(c.fairShare, s.FairShareRPS)
 	gauge(c.activeTenants, float64(s.ActiveTenants))
+	gauge(c.offered, s.OfferedRPS)
+	gauge(c.tenantShed, s.TenantShedRPS)
+	counter(c.callerGone, float64(s.CallerGone))
+	gauge(c.routes, float64(s.Routes))
 }
 
 // ratio is v/t, NaN when the signal has no reading or no valid target.

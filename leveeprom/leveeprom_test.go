@@ -85,6 +85,10 @@ func overloadSnapshot() admit.Snapshot {
 		CapacityRPS:          800,
 		FairShareRPS:         200,
 		ActiveTenants:        4,
+		OfferedRPS:           1450,
+		TenantShedRPS:        120,
+		CallerGone:           3,
+		Routes:               2,
 	}
 	s.Admitted[levee.CriticalPlus] = 1000
 	s.Admitted[levee.Critical] = 5000
@@ -155,8 +159,8 @@ levee_signal_target{signal="cpu"} 0.8
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4 admissions + 12 rejections + 15 single gauges/counters + 3 per signal.
-	if want := 4 + 12 + 15 + 3; n != want {
+	// 4 admissions + 12 rejections + 19 single gauges/counters + 3 per signal.
+	if want := 4 + 12 + 19 + 3; n != want {
 		t.Errorf("GatherAndCount = %d, want %d", n, want)
 	}
 }
