@@ -32,6 +32,13 @@
 //     (Backoff) when RTT exceeds it. The threshold is fixed (WithThreshold)
 //     or Tolerance × the minimum RTT of the last MinRTTWindow of time.
 //
+// Both follow demand at once: after a window whose RTT was healthy (no
+// decrease) the limit is at least ⌈Tolerance × peak in-flight⌉, since that
+// many requests were just served well. A limit used as a signal (the
+// requests above it still run) must not read a healthy traffic step as
+// overload; a limit that enforces itself gains at most Tolerance× per
+// window.
+//
 // # Non-goals
 //
 // Limiters do not queue or reject requests; the admission controller (admit)

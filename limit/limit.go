@@ -155,6 +155,15 @@ func WithMinRTTWindow(d time.Duration) Option {
 	}
 }
 
+// follow is the least limit after a healthy window with the given peak in
+// flight: that many requests were served at a healthy RTT, so the limit
+// leaves Tolerance of headroom above them. Without it a limit that grows
+// by √limit or +1 per window would read a healthy traffic step (3× the
+// requests at the same RTT) as overload for a second or more.
+func follow(tolerance float64, inflight int) float64 {
+	return math.Ceil(tolerance * float64(inflight))
+}
+
 func clamp(x float64, lo, hi int) float64 {
 	return math.Max(float64(lo), math.Min(float64(hi), x))
 }
@@ -206,7 +215,11 @@ func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {
 	}
 	gradient := math.Max(0.5, math.Min(1, g.p.tolerance*g.long/short))
 	next := g.limit*gradient + math.Sqrt(g.limit)
-	g.limit = clamp(g.limit*(1-g.p.smoothing)+next*g.p.smoothing, g.p.min, g.p.max)
+	next = g.limit*(1-g.p.smoothing) + next*g.p.smoothing
+	if gradient == 1 {
+		next = math.Max(next, follow(g.p.tolerance, inflight))
+	}
+	g.limit = clamp(next, g.p.min, g.p.max)
 }
 
 // AIMD is an additive-increase, multiplicative-decrease concurrency limit
@@ -261,6 +274,6 @@ func (a *AIMD) Update(now time.Time, rtt time.Duration, inflight int) {
 	case rtt > th:
 		a.limit = int(clamp(math.Floor(float64(a.limit)*a.p.backoff), a.p.min, a.p.max))
 	case 2*inflight >= a.limit:
-		a.limit = int(clamp(float64(a.limit+1), a.p.min, a.p.max))
+		a.limit = int(clamp(math.Max(float64(a.limit+1), follow(a.p.tolerance, inflight)), a.p.min, a.p.max))
 	}
 }

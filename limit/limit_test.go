@@ -86,32 +86,65 @@ func TestGradientBounds(t *testing.T) {
 	}
 }
 
+// driveAt feeds n windows of 100 ms with the given RTT and peak in flight.
+func driveAt(l Limiter, now *time.Time, n int, rtt time.Duration, inflight int) {
+	for range n {
+		*now = now.Add(100 * time.Millisecond)
+		l.Update(*now, rtt, inflight)
+	}
+}
+
 func TestAIMD(t *testing.T) {
 	a := NewAIMD(WithInitialLimit(10), WithMinLimit(2))
 	now := t0
-	drive(a, &now, 5, 10*time.Millisecond, true)
+	driveAt(a, &now, 5, 10*time.Millisecond, 7)
 	if got := a.Limit(); got != 15 {
-		t.Errorf("5 healthy windows from 10: limit = %d; want 15 (+1 per window)", got)
+		t.Errorf("5 healthy windows from 10 with 7 in flight: limit = %d; want 15 (+1 per window)", got)
 	}
 	if got := a.Threshold(); got != 15*time.Millisecond {
 		t.Errorf("Threshold = %v; want 1.5 × 10 ms min RTT", got)
 	}
-	drive(a, &now, 1, 20*time.Millisecond, true)
+	driveAt(a, &now, 1, 20*time.Millisecond, 8)
 	if got := a.Limit(); got != 13 {
 		t.Errorf("one slow window from 15: limit = %d; want floor(15 × 0.9) = 13", got)
 	}
 	// A dependency that stays at 20 ms becomes the new baseline after at
-	// most two MinRTTWindows (30 s each) and the limit grows again.
-	drive(a, &now, 700, 20*time.Millisecond, true)
+	// most two MinRTTWindows (30 s each): no more decreases.
+	driveAt(a, &now, 700, 20*time.Millisecond, 8)
+	if got := a.Threshold(); got != 30*time.Millisecond {
+		t.Errorf("after 70 s at 20 ms: Threshold = %v; want 30ms", got)
+	}
 	before := a.Limit()
-	drive(a, &now, 10, 20*time.Millisecond, true)
-	if got := a.Limit(); got != before+10 {
-		t.Errorf("after 70 s at 20 ms the limit should grow again: %d → %d", before, got)
+	driveAt(a, &now, 10, 20*time.Millisecond, 8)
+	if got := a.Limit(); got < before {
+		t.Errorf("at the new 20 ms baseline the limit still falls: %d → %d", before, got)
 	}
 	fixed := NewAIMD(WithThreshold(100 * time.Millisecond))
-	drive(fixed, &now, 3, 90*time.Millisecond, true)
+	driveAt(fixed, &now, 3, 90*time.Millisecond, 12)
 	if got := fixed.Limit(); got != 23 {
 		t.Errorf("fixed threshold 100 ms, RTT 90 ms: limit = %d; want 23", got)
+	}
+}
+
+// TestFollowDemand: three times the requests at the same healthy RTT is
+// not overload; after one window the limit leaves Tolerance of headroom
+// above the new peak, and a slow window never does.
+func TestFollowDemand(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		l    Limiter
+	}{{"gradient", NewGradient()}, {"aimd", NewAIMD()}} {
+		now := t0
+		driveAt(tt.l, &now, 300, 10*time.Millisecond, 10)
+		driveAt(tt.l, &now, 1, 10*time.Millisecond, 30)
+		if got := tt.l.Limit(); got < 45 {
+			t.Errorf("%s: one healthy window with 30 in flight: limit = %d; want ≥ 45 (1.5 × 30)", tt.name, got)
+		}
+		before := tt.l.Limit()
+		driveAt(tt.l, &now, 1, 100*time.Millisecond, 300)
+		if got := tt.l.Limit(); got >= before {
+			t.Errorf("%s: a 10× slower window with 300 in flight raised the limit %d → %d", tt.name, before, got)
+		}
 	}
 }
 

@@ -54,52 +54,86 @@ func TestConcurrencyWindow(t *testing.T) {
 	}
 }
 
+// plant is a server on virtual time: perMs arrivals every millisecond,
+// each in flight for rtt (waiting on a dependency, no CPU).
+type plant struct {
+	c    *Concurrency
+	now  time.Time
+	live []time.Time // end times
+}
+
+// window runs one 100 ms window and samples the signal.
+func (p *plant) window(perMs int, rtt time.Duration) {
+	for range 100 {
+		p.now = p.now.Add(time.Millisecond)
+		kept := p.live[:0]
+		for _, end := range p.live {
+			if !end.After(p.now) {
+				p.c.Release(rtt)
+			} else {
+				kept = append(kept, end)
+			}
+		}
+		p.live = kept
+		for range perMs {
+			p.c.Acquire()
+			p.live = append(p.live, p.now.Add(rtt))
+		}
+	}
+	p.c.SampleAt(p.now)
+}
+
 // TestConcurrencyCatchesSlowDependency: requests arrive at 1000/s and spend
 // 10 ms waiting on a dependency (≈10 in flight, nearly no CPU). The
 // dependency slows to 50 ms: in flight rises to ≈50 and the gradient limit
 // falls, so the signal crosses its target within a second although CPU
 // would stay low.
 func TestConcurrencyCatchesSlowDependency(t *testing.T) {
-	c := NewConcurrency(limit.NewGradient(), WithConcurrencySmoothing(0))
-	now := t0
-	type req struct{ end time.Time }
-	var live []req
-	step := func(rtt time.Duration) {
-		// One window of 100 ms in 1 ms ticks: one arrival per ms.
-		for range 100 {
-			now = now.Add(time.Millisecond)
-			kept := live[:0]
-			for _, r := range live {
-				if !r.end.After(now) {
-					c.Release(rtt)
-				} else {
-					kept = append(kept, r)
-				}
+	for _, tt := range []struct {
+		name string
+		l    limit.Limiter
+	}{{"gradient", limit.NewGradient()}, {"aimd", limit.NewAIMD()}} {
+		p := &plant{c: NewConcurrency(tt.l, WithConcurrencySmoothing(0)), now: t0}
+		for range 300 {
+			p.window(1, 10*time.Millisecond)
+		}
+		if v := p.c.Value(); v > 0.8 {
+			t.Fatalf("%s healthy: Value = %v (limit %d); want ≤ 0.8", tt.name, v, p.c.Limit())
+		}
+		healthy := p.c.Limit()
+		crossed := -1
+		for i := range 10 {
+			p.window(1, 50*time.Millisecond)
+			if crossed < 0 && p.c.Value() > p.c.Target() {
+				crossed = i + 1
 			}
-			live = kept
-			c.Acquire()
-			live = append(live, req{end: now.Add(rtt)})
 		}
-		c.SampleAt(now)
+		if crossed < 0 {
+			t.Errorf("%s: dependency 10→50 ms: Value = %v (limit %d, was %d) never above 1 in 1 s", tt.name, p.c.Value(), p.c.Limit(), healthy)
+		}
+		t.Logf("%s: healthy limit %d; crossed the target after %d windows; limit now %d, value %.2f", tt.name, healthy, crossed, p.c.Limit(), p.c.Value())
 	}
-	for range 300 {
-		step(10 * time.Millisecond)
-	}
-	if v := c.Value(); v > 0.8 {
-		t.Fatalf("healthy: Value = %v (limit %d); want ≤ 0.8", v, c.Limit())
-	}
-	healthy := c.Limit()
-	crossed := -1
-	for i := range 10 {
-		step(50 * time.Millisecond)
-		if crossed < 0 && c.Value() > c.Target() {
-			crossed = i + 1
+}
+
+// TestConcurrencyHealthyStep: three times the traffic at the same 10 ms
+// RTT is not overload: the signal never crosses its target.
+func TestConcurrencyHealthyStep(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		l    limit.Limiter
+	}{{"gradient", limit.NewGradient()}, {"aimd", limit.NewAIMD()}} {
+		p := &plant{c: NewConcurrency(tt.l), now: t0}
+		for range 300 {
+			p.window(1, 10*time.Millisecond)
+		}
+		for i := range 50 {
+			p.window(3, 10*time.Millisecond)
+			if v := p.c.Value(); v > p.c.Target() {
+				t.Errorf("%s: window %d after a healthy 3× step: Value = %.2f (limit %d); want ≤ 1", tt.name, i, v, p.c.Limit())
+				break
+			}
 		}
 	}
-	if crossed < 0 {
-		t.Errorf("dependency 10→50 ms: Value = %v (limit %d, was %d) never above 1 in 1 s", c.Value(), c.Limit(), healthy)
-	}
-	t.Logf("healthy limit %d; crossed the target after %d windows; limit now %d, value %.2f", healthy, crossed, c.Limit(), c.Value())
 }
 
 func TestConcurrencyParallel(t *testing.T) {
