@@ -286,6 +286,13 @@ type sampleJSON struct {
 	DegradedSeconds jsonFloat                    `json:"degraded_seconds"`
 	RetryRatio      jsonFloat                    `json:"retry_ratio"`
 	NoRetry         bool                         `json:"no_retry"`
+	RetryAfter      jsonFloat                    `json:"retry_after_s"`
+	OfferedRPS      jsonFloat                    `json:"offered_rps"`
+	ActiveTenants   int                          `json:"active_tenants"`
+	FairShareRPS    jsonFloat                    `json:"fair_share_rps"`
+	TenantShedRPS   jsonFloat                    `json:"tenant_shed_rps"`
+	CallerGone      uint64                       `json:"caller_gone"`
+	Downstream      uint64                       `json:"downstream_overloaded"`
 	Signals         []signalJSON                 `json:"signals"`
 	Criticalities   []critJSON                   `json:"criticalities"`
 	Rejected        map[string]map[string]uint64 `json:"rejected_by_reason"`
@@ -333,6 +340,13 @@ func toJSON(x statusSample) sampleJSON {
 		DegradedSeconds: jsonFloat(s.DegradedSeconds),
 		RetryRatio:      jsonFloat(s.RetryShare),
 		NoRetry:         s.NoRetry,
+		RetryAfter:      jsonFloat(s.RetryAfter.Seconds()),
+		OfferedRPS:      jsonFloat(s.OfferedRPS),
+		ActiveTenants:   s.ActiveTenants,
+		FairShareRPS:    jsonFloat(s.FairShareRPS),
+		TenantShedRPS:   jsonFloat(s.TenantShedRPS),
+		CallerGone:      s.CallerGone,
+		Downstream:      s.DownstreamOverloaded,
 		Signals:         make([]signalJSON, 0, len(s.Signals)),
 		Criticalities:   make([]critJSON, 0, levee.NumCriticalities),
 		Rejected:        make(map[string]map[string]uint64, levee.NumCriticalities),

@@ -286,6 +286,7 @@ func statusCompare(t *testing.T, d statusDOM, doc statusDoc) {
 	check("degrade_level", d.Fields["degrade_level"], f(float64(s.DegradeLevel)))
 	check("capacity_rps", d.Fields["capacity_rps"], s.CapacityRPS)
 	check("retry_ratio", d.Fields["retry_ratio"], s.RetryRatio)
+	check("offered_rps", d.Fields["offered_rps"], s.OfferedRPS)
 	check("shed_seconds", d.Fields["shed_seconds"], s.ShedSeconds)
 	check("degraded_seconds", d.Fields["degraded_seconds"], s.DegradedSeconds)
 	if len(d.Signals) != len(s.Signals) {

@@ -57,6 +57,7 @@ type statusDocItem struct {
 	DegradedSeconds *float64  `json:"degraded_seconds"`
 	RetryRatio      *float64  `json:"retry_ratio"`
 	NoRetry         bool      `json:"no_retry"`
+	OfferedRPS      *float64  `json:"offered_rps"`
 	Signals         []struct {
 		Name   string   `json:"name"`
 		Value  *float64 `json:"value"`

@@ -39,7 +39,7 @@
 
   var FIELDS = {
     load: 'num', shed_level: 'num', admit_ratio: 'pct', degrade_level: 'int',
-    capacity_rps: 'rps', retry_ratio: 'pct', shed_seconds: 'secs', degraded_seconds: 'secs'
+    capacity_rps: 'rps', offered_rps: 'rps', retry_ratio: 'pct', shed_seconds: 'secs', degraded_seconds: 'secs'
   };
 
   function renderState(cur) {
