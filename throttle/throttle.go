@@ -121,17 +121,22 @@ type Throttle struct {
 	longUs   int64
 	recovery float64 // recent-horizon time constant in ticks; 0 = disabled
 
-	next atomic.Int64 // µs at which the next fold is due
-	crit [levee.NumCriticalities]counters
+	// Read on every call, written once per tick: kept apart from the
+	// counters every call writes.
+	next   atomic.Int64                          // µs at which the next fold is due
+	thresh [levee.NumCriticalities]atomic.Uint64 // P·2^64 per criticality
+	_      [64]byte
+	crit   [levee.NumCriticalities]counters
 
 	mu sync.Mutex // held by the goroutine folding; the accept path never waits for it
 	st state
 }
 
 type counters struct {
-	req, acc, rej atomic.Uint64
-	thresh        atomic.Uint64 // P·2^64
-	_             [32]byte
+	req      atomic.Uint64
+	_        [56]byte
+	acc, rej atomic.Uint64
+	_        [48]byte
 }
 
 type state struct {
@@ -201,7 +206,7 @@ func (t *Throttle) allow(us int64, i int) error {
 	}
 	s := &t.crit[i]
 	n := s.req.Add(1)
-	th := s.thresh.Load()
+	th := t.thresh[i].Load()
 	if th == 0 || t.seed+n*0x9e3779b97f4a7c15 >= th {
 		return nil
 	}
@@ -252,7 +257,7 @@ func (t *Throttle) RejectProbabilityAt(now time.Time, c levee.Criticality) float
 	if us := micros(now); us >= t.next.Load() {
 		t.fold(us)
 	}
-	return math.Ldexp(float64(t.crit[idx(c)].thresh.Load()), -64)
+	return math.Ldexp(float64(t.thresh[idx(c)].Load()), -64)
 }
 
 // fold moves the counts since the last fold into the recent horizon and the
@@ -319,7 +324,7 @@ func (t *Throttle) fold(us int64) {
 	}
 	st.prob = long
 	for c := range t.crit {
-		t.crit[c].thresh.Store(threshold(long[c]))
+		t.thresh[c].Store(threshold(long[c]))
 	}
 	st.tick = tk
 	t.next.Store((tk + 1) * t.tickUs)
@@ -435,7 +440,7 @@ func (t *Throttle) Stats() Stats {
 		s.Requests[c] = t.crit[c].req.Load()
 		s.Accepts[c] = t.crit[c].acc.Load()
 		s.Rejected[c] = t.crit[c].rej.Load()
-		s.Probability[c] = math.Ldexp(float64(t.crit[c].thresh.Load()), -64)
+		s.Probability[c] = math.Ldexp(float64(t.thresh[c].Load()), -64)
 	}
 	return s
 }
