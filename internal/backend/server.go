@@ -51,6 +51,9 @@ type Server struct {
 	shedBy map[string]time.Duration
 	levels []float64 // max shed level per Stats bucket
 	loads  []float64 // max load per Stats bucket
+	admitF []float64 // min admit fraction per Stats bucket
+	capRPS []float64 // last capacity estimate per Stats bucket
+	sigs   map[string][]float64
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -62,6 +65,12 @@ func New(o Options) (*Server, error) {
 	}
 	s.levels = make([]float64, len(s.Stats.buckets))
 	s.loads = make([]float64, len(s.Stats.buckets))
+	s.admitF = make([]float64, len(s.Stats.buckets))
+	for i := range s.admitF {
+		s.admitF[i] = 1
+	}
+	s.capRPS = make([]float64, len(s.Stats.buckets))
+	s.sigs = map[string][]float64{}
 	app := Handler(o.Work, s.Stats)
 	switch o.Protection {
 	case None, "":
@@ -113,6 +122,18 @@ func (s *Server) track(ctx context.Context) {
 			s.mu.Lock()
 			s.levels[i] = max(s.levels[i], snap.ShedLevel)
 			s.loads[i] = max(s.loads[i], snap.Load)
+			s.admitF[i] = min(s.admitF[i], snap.AdmitFraction)
+			s.capRPS[i] = snap.CapacityRPS
+			for _, sig := range snap.Signals {
+				v := s.sigs[sig.Name]
+				if v == nil {
+					v = make([]float64, len(s.levels))
+					s.sigs[sig.Name] = v
+				}
+				if sig.Target > 0 {
+					v[i] = max(v[i], sig.Value/sig.Target)
+				}
+			}
 			if snap.ShedLevel > 0 {
 				name, best := "", -1.0
 				for _, sig := range snap.Signals {
@@ -139,6 +160,11 @@ type Report struct {
 	// controller's shed level and load (levee only).
 	ShedLevel []float64 `json:"shed_level,omitempty"`
 	Load      []float64 `json:"load,omitempty"`
+	// AdmitFraction (minimum), CapacityRPS (the controller's estimate) and
+	// each signal's value ÷ target (maximum) per Series bucket (levee only).
+	AdmitFraction []float64            `json:"admit_fraction,omitempty"`
+	CapacityRPS   []float64            `json:"capacity_rps,omitempty"`
+	Signals       map[string][]float64 `json:"signals,omitempty"`
 	// ShedBy charges the time spent shedding to the signal that was the
 	// furthest above its target, in seconds.
 	ShedBy map[string]float64 `json:"shed_by,omitempty"`
@@ -157,6 +183,12 @@ func (s *Server) Report() Report {
 	s.mu.Lock()
 	r.ShedLevel = append([]float64(nil), s.levels[:n]...)
 	r.Load = append([]float64(nil), s.loads[:n]...)
+	r.AdmitFraction = append([]float64(nil), s.admitF[:n]...)
+	r.CapacityRPS = append([]float64(nil), s.capRPS[:n]...)
+	r.Signals = map[string][]float64{}
+	for k, v := range s.sigs {
+		r.Signals[k] = append([]float64(nil), v[:n]...)
+	}
 	r.ShedBy = map[string]float64{}
 	for k, v := range s.shedBy {
 		r.ShedBy[k] = v.Seconds()
