@@ -181,6 +181,26 @@ func BenchmarkTimeNow(b *testing.B) {
 }
 
 func BenchmarkBudget(b *testing.B) {
+	b.Run("request-at", func(b *testing.B) {
+		bu := NewBudget()
+		now := t0
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Microsecond)
+			bu.RequestAt(now)
+		}
+	})
+	b.Run("retry-at", func(b *testing.B) {
+		// A busy client: the ratio part grants one retry in ten, the
+		// floor the first 60; most calls are refusals after a full scan.
+		bu := NewBudget()
+		now := t0
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(time.Microsecond)
+			bu.TryRetryAt(now)
+		}
+	})
 	b.Run("request+retry-at", func(b *testing.B) {
 		bu := NewBudget()
 		now := t0
