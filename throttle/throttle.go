@@ -110,10 +110,11 @@ func newConfig(opts []Option) config {
 // on the long window and on the recent horizon, taking the smaller: see the
 // package documentation for why and for how criticalities are ordered.
 //
-// The accept path (AllowAt, AcceptAt) is lock-free and allocation-free: it
-// adds to atomic counters and compares one random draw with a threshold
-// recomputed every 100 ms by whichever call crosses the tick. A Throttle is
-// safe for concurrent use; a nil *Throttle allows everything.
+// The accept path (AllowAt, AcceptAt) never waits and never allocates: it
+// adds to atomic counters and compares a seeded, counter-based draw with a
+// threshold recomputed every 100 ms by whichever call crosses the tick
+// (others carry on meanwhile). A Throttle is safe for concurrent use; a nil
+// *Throttle allows everything. It holds about 3 KB.
 type Throttle struct {
 	k        float64
 	seed     uint64
