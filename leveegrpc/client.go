@@ -260,8 +260,11 @@ func result(err error) error {
 // levee-attempt), and after a failure asks the retry.Policy whether and
 // when to try again, honouring pushback, RetryInfo and "no-retry". It
 // returns nil, the call's own error, or for a levee rejection an error whose
-// gRPC status is the mid-tier mapping and which carries the
-// *levee.RejectedError (levee.AsRejected).
+// gRPC status is the mid-tier mapping and which carries a
+// *levee.RejectedError (levee.AsRejected): when the client gave up on a
+// retryable overload (attempts, budget or deadline exhausted) that is
+// "overloaded; no-retry", and the server's own rejection is in the
+// *retry.GiveUpError's Err.
 func (c *Client) UnaryClientInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	now := c.now()
 	ctx, cancel, err := c.bound(ctx, now, true)

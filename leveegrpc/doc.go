@@ -103,10 +103,13 @@
 //     retried.
 //
 // A failed call returns the call's own error, or for a levee rejection an
-// error that carries the *levee.RejectedError (levee.AsRejected,
+// error that carries a *levee.RejectedError (levee.AsRejected,
 // errors.Is(err, levee.ErrOverloaded)) and whose gRPC status is the
 // mid-tier mapping: a handler that returns it as it is answers its own
-// caller correctly.
+// caller correctly. After the client gave up retrying an overload the
+// rejection it carries first is "overloaded; no-retry" (what its caller
+// must do); the server's own answer is the *retry.GiveUpError's Err. A
+// stream's rejection, never retried by levee, is the server's own.
 //
 // # grpc-go's built-in retry
 //

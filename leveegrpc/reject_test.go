@@ -16,6 +16,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/retry"
 )
 
 func ceilMs(d time.Duration) time.Duration {
@@ -230,4 +231,51 @@ func rejectedStream(ctx context.Context, cc *grpc.ClientConn) (error, metadata.M
 		err = errors.New("stream was not rejected")
 	}
 	return err, cs.Trailer()
+}
+
+// TestClientReadsRejections: levee's client interceptors turn each
+// rejection path into an error carrying the *levee.RejectedError, for
+// unary calls and for streams (whose rejection arrives on RecvMsg).
+func TestClientReadsRejections(t *testing.T) {
+	for _, inst := range installs {
+		for _, sc := range scenarios[:2] {
+			t.Run(fmt.Sprintf("%v/%s", inst, sc.name), func(t *testing.T) {
+				c, md, _ := sc.setup(t)
+				s := NewServer(c, WithRand(halfRand))
+				target, dopt := startServer(t, bufNet, &echoImpl{}, inst.options(s)...)
+				cl := testClient(&waits{}, retry.Policy{MaxAttempts: 1})
+				cc := dial(t, target, append(cl.DialOptions(), dopt)...)
+				ctx := metadata.AppendToOutgoingContext(context.Background(), md...)
+				want := sc.want(c, "unknown")
+				_, uerr := callEcho(ctx, cc, "x")
+				serr, _ := rejectedStream(ctx, cc)
+				// A unary call levee's client gave up on says "no-retry"
+				// first and keeps the server's rejection inside; a stream,
+				// never retried by levee, gives the server's rejection.
+				var gu *retry.GiveUpError
+				if want.NoRetry {
+					gu = &retry.GiveUpError{Err: uerr}
+				} else if !errors.As(uerr, &gu) {
+					t.Fatalf("unary: %v is not a *retry.GiveUpError", uerr)
+				}
+				for _, c := range []struct {
+					kind string
+					err  error
+					want *levee.RejectedError
+				}{
+					{"unary", uerr, rej(levee.Overloaded, 0, true)},
+					{"unary inner", gu.Err, want},
+					{"stream", serr, want},
+				} {
+					if status.Code(c.err) != sc.code {
+						t.Errorf("%s: code %v (%v), want %v", c.kind, status.Code(c.err), c.err, sc.code)
+					}
+					if got := levee.AsRejected(c.err); !sameRej(got, c.want) {
+						t.Errorf("%s: levee.AsRejected = %s, want %s", c.kind, fmtRej(got), fmtRej(c.want))
+					}
+				}
+				waitInFlight(t, s, 0)
+			})
+		}
+	}
 }

@@ -157,10 +157,12 @@ func (a *admitted) release(err error) {
 // travel in the status details only; grpc-go's built-in retry does not read
 // them, levee clients do).
 //
-// The admitted ticket travels in the returned context; the interceptors
-// release it when the handler returns. Without the interceptors it is
-// released when the stream's context ends, and the handler's context does
-// not carry the degradation level.
+// The context it returns carries the request's levee.Call, its
+// degradation level and the admitted ticket; the interceptors release the
+// ticket when the handler returns. Without the interceptors the ticket is
+// released when the stream's context ends (with the context's error: the
+// controller then learns neither the service time nor a downstream
+// overload), and handler errors are not mapped (see Error).
 func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	call := s.callFrom(ctx, info.Header)
 	ctx = levee.WithCall(ctx, call)

@@ -263,3 +263,45 @@ func TestStreamReleasedOnCancel(t *testing.T) {
 		}
 	}
 }
+
+// TestServerDegradeAndLoad: the handler's context carries the degradation
+// level in force at admission, and WithLoadReport sends levee-load.
+func TestServerDegradeAndLoad(t *testing.T) {
+	for _, inst := range installs {
+		t.Run(inst.String(), func(t *testing.T) {
+			sig := &scripted{}
+			sig.set(0.5)
+			c := admit.New(admit.WithSignals(sig))
+			now := time.Now()
+			c.Degrade().Force(2, now.Add(time.Hour))
+			c.Step(now)
+			s := NewServer(c, WithLoadReport(true))
+			var sn seen
+			impl := recordingChat{recordingImpl(&sn), &sn}
+			target, dopt := startServer(t, bufNet, impl, inst.options(s)...)
+			cc := dial(t, target, dopt)
+			var trailer metadata.MD
+			if _, err := callEcho(context.Background(), cc, "x", grpc.Trailer(&trailer)); err != nil {
+				t.Fatal(err)
+			}
+			if _, level := sn.get(); level != 2 {
+				t.Errorf("unary handler saw degradation level %d, want 2", level)
+			}
+			wantLoad := ""
+			if inst != tapOnly {
+				wantLoad = "0.500"
+			}
+			if got := first(trailer["levee-load"]); got != wantLoad {
+				t.Errorf("levee-load trailer %q, want %q", got, wantLoad)
+			}
+			if _, tr, err := chatOnce(context.Background(), cc, "x"); err != nil {
+				t.Fatal(err)
+			} else if got := first(tr["levee-load"]); got != wantLoad {
+				t.Errorf("stream levee-load trailer %q, want %q", got, wantLoad)
+			}
+			if _, level := sn.get(); level != 2 {
+				t.Errorf("stream handler saw degradation level %d, want 2", level)
+			}
+		})
+	}
+}
