@@ -27,7 +27,9 @@ import (
 // FloorWindow). Both are lock-free and allocation-free; under concurrency a
 // grant may overshoot by the number of goroutines racing on the same check.
 // A Budget is safe for concurrent use. Create one with NewBudget; the zero
-// Budget allows nothing.
+// Budget allows nothing. Times may come slightly out of order from
+// concurrent callers; retries asked for before the latest grant are
+// refused, so a new virtual-time run needs a new Budget.
 type Budget struct {
 	unlimited bool
 

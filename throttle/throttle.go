@@ -193,7 +193,9 @@ func idx(c levee.Criticality) int {
 // counts the request either way and returns nil (send it, then call
 // AcceptAt unless the backend rejected it for overload or quota) or
 // ErrThrottled (do not send; nothing more to report). An invalid c counts
-// as Critical.
+// as Critical. Time may come slightly out of order from concurrent callers;
+// a clock that jumps backwards freezes the probabilities until it catches
+// up, so a new virtual-time run needs a new Throttle.
 func (t *Throttle) AllowAt(now time.Time, c levee.Criticality) error {
 	if t == nil {
 		return nil
