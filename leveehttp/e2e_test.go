@@ -309,12 +309,15 @@ func TestEndToEnd(t *testing.T) {
 		}
 		ms := fetchStats(t, mid)
 		retries := ms["shed/1"] + ms["shed/2"]
-		if ms["shed/0"] > requests-throttled || retries > requests/10+2 || retries == 0 {
-			t.Errorf("mid-tier saw %d first attempts and %d retries (%d throttled locally); want ≤ %d and 1..%d (10%% + floor 2)",
-				ms["shed/0"], retries, throttled, requests-throttled, requests/10+2)
+		// A request counted as throttled may have been refused on its first
+		// attempt or on a retry (after its first attempt reached the
+		// mid-tier).
+		if ms["shed/0"] > requests || ms["shed/0"] < requests-throttled || retries > requests/10+2 {
+			t.Errorf("mid-tier saw %d first attempts and %d retries (%d throttled locally); want %d..%d and ≤ %d (10%% + floor 2)",
+				ms["shed/0"], retries, throttled, requests-throttled, requests, requests/10+2)
 		}
 		t.Logf("%d requests: %d reached the mid-tier, %d throttled locally, %d retries", requests, ms["shed/0"], throttled, retries)
-		if s := budget.Stats(); int(s.Retries) != retries {
+		if s := budget.Stats(); int(s.Retries) < retries {
 			t.Errorf("budget granted %d retries, mid-tier saw %d", s.Retries, retries)
 		}
 	})

@@ -73,19 +73,19 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	st := stateFrom(r.Context())
-	uniform := defaultUniform
+	uniform, names := defaultUniform, &defaultNames
 	if st != nil {
 		if st.explicit == nil {
 			st.explicit = err
 		}
-		uniform = st.h.uniform
+		uniform, names = st.h.uniform, st.h.cfg.names
 	}
 	m := MidTier(err)
 	if m == nil {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 		return
 	}
-	writeRejection(w, m, uniform)
+	writeRejection(w, m, uniform, names)
 }
 
 // WriteRejection answers with rej as levee's wire protocol says: the status
@@ -99,7 +99,7 @@ func WriteRejection(w http.ResponseWriter, rej *levee.RejectedError) {
 	if rej == nil {
 		rej = errOverloadedNoRetry
 	}
-	writeRejection(w, rej, defaultUniform)
+	writeRejection(w, rej, defaultUniform, &defaultNames)
 }
 
 var rejectionBodies = [...][]byte{
@@ -114,9 +114,9 @@ var (
 	nosniff   = []string{"nosniff"}
 )
 
-func writeRejection(w http.ResponseWriter, rej *levee.RejectedError, uniform func() float64) {
+func writeRejection(w http.ResponseWriter, rej *levee.RejectedError, uniform func() float64, names *HeaderNames) {
 	h := w.Header()
-	setRejectionHeaders(h, rej, uniform)
+	setRejectionHeaders(h, rej, uniform, names)
 	h["Content-Type"] = textPlain
 	h["X-Content-Type-Options"] = nosniff
 	delete(h, "Content-Length")
@@ -140,7 +140,7 @@ func rejectionStatus(r levee.Reason) int {
 	}
 }
 
-func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func() float64) {
+func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func() float64, names *HeaderNames) {
 	reason, noRetry := rej.Reason, rej.NoRetry
 	if reason == levee.Throttled || reason == 0 || reason > levee.Throttled {
 		reason, noRetry = levee.Overloaded, true
@@ -149,7 +149,7 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 	if noRetry {
 		nr = 1
 	}
-	h[wire.Reject] = rejectValues[reason][nr]
+	h[names.Reject] = rejectValues[reason][nr]
 	if reason == levee.Deadline {
 		return
 	}
@@ -165,7 +165,7 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 	all := string(wire.AppendRetryAfterMs(secs, d))
 	vals := []string{all[:n], all[n:]}
 	h[wire.RetryAfter] = vals[0:1:1]
-	h[wire.RetryAfterMs] = vals[1:2:2]
+	h[names.RetryAfterMs] = vals[1:2:2]
 }
 
 // rejectValues holds the shared Levee-Reject header values, indexed by

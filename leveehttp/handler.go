@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/textproto"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,43 @@ const (
 	HeaderReject       = wire.Reject
 	HeaderLoad         = wire.Load
 )
+
+// HeaderNames names levee's headers; an empty field keeps the default (the
+// Header* constants). Names are canonicalized as net/http does. The
+// alternative timeout headers (grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms)
+// and Retry-After belong to other protocols and keep their names. Both ends
+// of a hop must agree on the names.
+type HeaderNames struct {
+	Criticality, Tenant, TimeoutMs, Attempt, RetryAfterMs, Reject, Load string
+}
+
+// defaultNames are the names levee uses unless told otherwise; never
+// modified.
+var defaultNames = HeaderNames{
+	Criticality:  HeaderCriticality,
+	Tenant:       HeaderTenant,
+	TimeoutMs:    HeaderTimeoutMs,
+	Attempt:      HeaderAttempt,
+	RetryAfterMs: HeaderRetryAfterMs,
+	Reject:       HeaderReject,
+	Load:         HeaderLoad,
+}
+
+func (n HeaderNames) canonical() *HeaderNames {
+	d := defaultNames
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&d.Criticality, n.Criticality}, {&d.Tenant, n.Tenant}, {&d.TimeoutMs, n.TimeoutMs},
+		{&d.Attempt, n.Attempt}, {&d.RetryAfterMs, n.RetryAfterMs}, {&d.Reject, n.Reject}, {&d.Load, n.Load},
+	} {
+		if f.src != "" {
+			*f.dst = textproto.CanonicalMIMEHeaderKey(f.src)
+		}
+	}
+	return &d
+}
 
 // DefaultHealthPaths are the paths a Handler never sheds unless
 // WithHealthPaths says otherwise: probes must not fail because the server is
@@ -55,6 +93,13 @@ type handlerConfig struct {
 	queue      QueueObserver
 	rand       func() uint64
 	now        func() time.Time
+	names      *HeaderNames
+}
+
+// WithHeaderNames renames the headers the Handler reads and writes (see
+// HeaderNames). Default: the Header* constants.
+func WithHeaderNames(n HeaderNames) HandlerOption {
+	return func(c *handlerConfig) { c.names = n.canonical() }
 }
 
 // WithTrust sets the function that says whether a request comes from a
@@ -172,6 +217,9 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 	if h.cfg.now == nil {
 		h.cfg.now = time.Now
 	}
+	if h.cfg.names == nil {
+		h.cfg.names = &defaultNames
+	}
 	h.done = func(t *admit.Ticket, err error) { t.Done(err) }
 	if c != nil {
 		h.admit = c.Admit
@@ -206,7 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.queue.Observe(now.Sub(arrival))
 	}
 	if h.cfg.loadHeader {
-		w.Header()[wire.Load] = h.loadHeader()
+		w.Header()[h.cfg.names.Load] = h.loadHeader()
 	}
 	ctx := r.Context()
 	if ctx.Err() != nil {
@@ -214,7 +262,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	timeout, hasTimeout := wire.ParseTimeout(r.Header[wire.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs])
+	timeout, hasTimeout := wire.ParseTimeout(r.Header[h.cfg.names.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs])
 	var dl time.Time
 	if hasTimeout {
 		dl = arrival.Add(timeout)
@@ -226,12 +274,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	trusted := h.cfg.trust != nil && h.cfg.trust(r)
 	call := levee.Call{}
-	call.Criticality, _ = wire.ParseCriticality(r.Header[wire.Criticality])
+	call.Criticality, _ = wire.ParseCriticality(r.Header[h.cfg.names.Criticality])
 	if !trusted && call.Criticality.Rank() > levee.Critical.Rank() {
 		call.Criticality = levee.Critical
 	}
 	if trusted {
-		call.Tenant, _ = wire.ParseTenant(r.Header[wire.Tenant])
+		call.Tenant, _ = wire.ParseTenant(r.Header[h.cfg.names.Tenant])
 	}
 	if call.Tenant == "" && h.cfg.tenant != nil {
 		call.Tenant = h.cfg.tenant(r)
@@ -239,7 +287,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if call.Tenant == "" {
 		call.Tenant = h.peerTenant(r)
 	}
-	call.Attempt, _ = wire.ParseAttempt(r.Header[wire.Attempt])
+	call.Attempt, _ = wire.ParseAttempt(r.Header[h.cfg.names.Attempt])
 
 	ctx = levee.WithCall(ctx, call)
 	if hasTimeout {
@@ -280,7 +328,7 @@ func (h *Handler) reject(w http.ResponseWriter, err error) {
 	if rej == nil {
 		rej = errOverloadedNoRetry
 	}
-	writeRejection(w, rej, h.uniform)
+	writeRejection(w, rej, h.uniform, h.cfg.names)
 }
 
 func (h *Handler) uniform() float64 {
@@ -374,7 +422,7 @@ func (rw *recorder) WriteHeader(code int) {
 			if d := rw.st.downstream.Load(); d != nil {
 				if m := MidTier(d); m != nil {
 					code = rejectionStatus(m.Reason)
-					setRejectionHeaders(rw.w.Header(), m, rw.st.h.uniform)
+					setRejectionHeaders(rw.w.Header(), m, rw.st.h.uniform, rw.st.h.cfg.names)
 				}
 			}
 		}

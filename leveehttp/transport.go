@@ -37,6 +37,14 @@ type transportConfig struct {
 	safe       func(*http.Request) bool
 	now        func() time.Time
 	wait       func(ctx context.Context, d time.Duration) error
+	names      *HeaderNames
+}
+
+// WithTransportHeaderNames renames the headers the Transport writes and
+// reads (see HeaderNames); they must match the server's. Default:
+// the Header* constants.
+func WithTransportHeaderNames(n HeaderNames) TransportOption {
+	return func(c *transportConfig) { c.names = n.canonical() }
 }
 
 // WithPolicy sets the retry policy: attempts, backoff, budget (nil: the
@@ -126,6 +134,9 @@ func NewTransport(next http.RoundTripper, opts ...TransportOption) *Transport {
 	}
 	if t.cfg.wait == nil {
 		t.cfg.wait = sleepCtx
+	}
+	if t.cfg.names == nil {
+		t.cfg.names = &defaultNames
 	}
 	return t
 }
@@ -292,20 +303,20 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 	if body == nil {
 		out.Body = nil
 	}
-	h := out.Header
-	h[wire.Criticality] = critValues[call.Criticality]
+	h, names := out.Header, t.cfg.names
+	h[names.Criticality] = critValues[call.Criticality]
 	if call.Tenant != "" {
 		if ten := wire.FormatTenant(call.Tenant); ten != "" {
-			h[wire.Tenant] = []string{ten}
+			h[names.Tenant] = []string{ten}
 		} else {
-			delete(h, wire.Tenant)
+			delete(h, names.Tenant)
 		}
 	} else {
-		delete(h, wire.Tenant)
+		delete(h, names.Tenant)
 	}
 	var buf [24]byte
-	h[wire.TimeoutMs] = []string{string(wire.AppendTimeoutMs(buf[:0], left))}
-	h[wire.Attempt] = attemptValues[min(n, wire.MaxAttempt)]
+	h[names.TimeoutMs] = []string{string(wire.AppendTimeoutMs(buf[:0], left))}
+	h[names.Attempt] = attemptValues[min(n, wire.MaxAttempt)]
 
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {
@@ -318,7 +329,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 		}
 		return nil, err
 	}
-	rej := rejection(resp, t.cfg.now())
+	rej := rejection(resp, t.cfg.now(), t.cfg.names)
 	if rej == nil {
 		if th != nil {
 			th.AcceptAt(now, call.Criticality)
@@ -334,9 +345,9 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 
 // rejection reads a levee rejection from resp: a 503 with Levee-Reject, a
 // 429 or a 504. It returns nil for any other response.
-func rejection(resp *http.Response, now time.Time) *levee.RejectedError {
+func rejection(resp *http.Response, now time.Time, names *HeaderNames) *levee.RejectedError {
 	var reason levee.Reason
-	_, noRetry, ok := wire.ParseReject(resp.Header[wire.Reject])
+	_, noRetry, ok := wire.ParseReject(resp.Header[names.Reject])
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable:
 		if !ok {
@@ -351,7 +362,7 @@ func rejection(resp *http.Response, now time.Time) *levee.RejectedError {
 		return nil
 	}
 	// The status says what it is; Levee-Reject adds no-retry.
-	d, pushNoRetry, dok := wire.ParseRetryAfterMs(resp.Header[wire.RetryAfterMs])
+	d, pushNoRetry, dok := wire.ParseRetryAfterMs(resp.Header[names.RetryAfterMs])
 	if !dok {
 		d, _ = wire.ParseRetryAfter(resp.Header[wire.RetryAfter], now)
 	}

@@ -440,3 +440,36 @@ func TestMidTier(t *testing.T) {
 		})
 	}
 }
+
+func TestHeaderNames(t *testing.T) {
+	names := HeaderNames{Criticality: "x-prio", Tenant: "X-Customer", TimeoutMs: "x-budget-ms", Attempt: "X-Try", Reject: "X-Why", RetryAfterMs: "X-Later-Ms"}
+	var s seen
+	var sent http.Header
+	backend := NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent = r.Header.Clone()
+		recordingNext(&s).ServeHTTP(w, r)
+		Error(w, r, &levee.RejectedError{Reason: levee.Quota, RetryAfter: time.Second})
+	}), nil, WithHeaderNames(names), WithTrust(func(*http.Request) bool { return true }))
+	srv := httptest.NewServer(backend)
+	defer srv.Close()
+	tr := NewTransport(nil, WithTransportHeaderNames(names), WithPolicy(retry.Policy{MaxAttempts: 1}))
+	ctx, cancel := context.WithTimeout(levee.WithCall(context.Background(), levee.Call{Criticality: levee.CriticalPlus, Tenant: "acme"}), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+	_, err := (&http.Client{Transport: tr}).Do(req)
+	rej := levee.AsRejected(err)
+	if rej == nil || rej.Reason != levee.Quota || rej.RetryAfter < 750*time.Millisecond {
+		t.Errorf("err = %v; want quota with the renamed delay header", err)
+	}
+	if s.call.Criticality != levee.CriticalPlus || s.call.Tenant != "acme" || !s.hasDL {
+		t.Errorf("server saw %+v, deadline %v; want CRITICAL_PLUS, acme and a deadline", s.call, s.hasDL)
+	}
+	for _, k := range []string{"X-Prio", "X-Customer", "X-Budget-Ms", "X-Try"} {
+		if sent.Get(k) == "" {
+			t.Errorf("header %s not sent: %v", k, sent)
+		}
+	}
+	if sent.Get(HeaderCriticality) != "" {
+		t.Errorf("default header still sent: %v", sent)
+	}
+}
