@@ -104,7 +104,7 @@ func v1(entries []Entry, mounts []Mount, ctl string) (Hierarchy, bool) {
 			continue
 		}
 		if m, ok := pick(mounts, e.Path, func(m Mount) bool { return m.FSType == "cgroup" && has(m.SuperOptions, ctl) }); ok {
-			return locate(m, e.Path), true
+			return locate(m, e.Path)
 		}
 	}
 	return Hierarchy{}, false
@@ -116,7 +116,7 @@ func v2(entries []Entry, mounts []Mount) (Hierarchy, bool) {
 			continue
 		}
 		if m, ok := pick(mounts, e.Path, func(m Mount) bool { return m.FSType == "cgroup2" }); ok {
-			return locate(m, e.Path), true
+			return locate(m, e.Path)
 		}
 	}
 	return Hierarchy{}, false
@@ -151,18 +151,23 @@ func under(p, root string) bool {
 // locate maps the process's cgroup path onto the mount. A path outside the
 // mounted root (a cgroup namespace shows "/.." paths, or "/" inside a
 // container whose mount is the container's own cgroup) maps to the mount
-// point itself.
-func locate(m Mount, p string) Hierarchy {
+// point itself. A mount point that is no valid fs.FS path (invalid UTF-8)
+// is not usable.
+func locate(m Mount, p string) (Hierarchy, bool) {
 	mp := fsPath(m.MountPoint)
+	if !fs.ValidPath(mp) {
+		return Hierarchy{}, false
+	}
 	h := Hierarchy{Mount: mp, Dir: mp}
 	if !under(p, m.Root) {
-		return h
+		return h, true
 	}
 	rel := strings.TrimPrefix(p, m.Root)
-	if d := path.Join(mp, rel); fs.ValidPath(d) && !strings.Contains(rel, "..") {
-		h.Dir = d
+	d := path.Join(mp, rel)
+	if fs.ValidPath(d) && (d == mp || mp == "." || strings.HasPrefix(d, mp+"/")) {
+		h.Dir = d // "/.." paths that climb out of the mount stay at the mount
 	}
-	return h
+	return h, true
 }
 
 func fsPath(p string) string {

@@ -2,10 +2,12 @@ package cgroup
 
 import (
 	"errors"
+	"io/fs"
 	"math"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 )
 
@@ -135,6 +137,40 @@ func FuzzParseMountInfo(f *testing.F) {
 			if !strings.HasPrefix(m.Root, "/") || !strings.HasPrefix(m.MountPoint, "/") || m.FSType == "" {
 				t.Fatalf("ParseMountInfo(%q) accepted %+v", in, m)
 			}
+		}
+	})
+}
+
+// FuzzFindCPU feeds arbitrary /proc/self/cgroup and mountinfo files over a
+// v2 tree with a quota: FindCPU and Limit must fail cleanly or locate
+// valid paths, never panic or escape the filesystem.
+func FuzzFindCPU(f *testing.F) {
+	f.Add("0::/app\n", "30 24 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+	f.Add("1:cpu:/\n2:cpuacct:/\n0::/\n", "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n41 31 0:38 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n")
+	f.Add("4:cpu,cpuacct:/../x\n", "33 31 0:30 /docker/abc /sys/fs/cgroup/cpu,cpuacct ro - cgroup cgroup rw,cpu,cpuacct\n")
+	f.Fuzz(func(t *testing.T, procCgroup, mountinfo string) {
+		fsys := fstest.MapFS{
+			"proc/self/cgroup":                 {Data: []byte(procCgroup)},
+			"proc/self/mountinfo":              {Data: []byte(mountinfo)},
+			"sys/fs/cgroup/cgroup.controllers": {Data: []byte("cpu cpuset\n")},
+			"sys/fs/cgroup/app/cpu.max":        {Data: []byte("50000 100000\n")},
+			"sys/fs/cgroup/app/cpu.stat":       {Data: []byte("usage_usec 5\n")},
+		}
+		c, err := FindCPU(fsys)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrNoCPUController) {
+				t.Fatalf("FindCPU: unclassified error %v", err)
+			}
+			return
+		}
+		for _, h := range []Hierarchy{c.CPU, c.Acct, c.Set} {
+			if h.Dir != "" && (!fs.ValidPath(h.Dir) || !fs.ValidPath(h.Mount) || !strings.HasPrefix(h.Dir, strings.TrimSuffix(h.Mount, "."))) {
+				t.Fatalf("FindCPU located %+v: invalid or outside its mount", h)
+			}
+		}
+		l, err := c.Limit()
+		if err == nil && !l.Quota.Unlimited() && l.Quota.Cores() != 0.5 {
+			t.Fatalf("Limit = %v cores; the only quota in the tree is 0.5", l.Quota.Cores())
 		}
 	})
 }
