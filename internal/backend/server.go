@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sort"
@@ -115,6 +116,8 @@ func (s *Server) track(ctx context.Context) {
 			return
 		case now := <-t.C:
 			snap := s.ctrl.Snapshot()
+			snap.ShedLevel, snap.Load = finite(snap.ShedLevel, 0), finite(snap.Load, 0)
+			snap.AdmitFraction, snap.CapacityRPS = finite(snap.AdmitFraction, 1), finite(snap.CapacityRPS, 0)
 			i := int(now.Sub(s.opts.Start) / s.Stats.res)
 			if i < 0 || i >= len(s.levels) {
 				continue
@@ -131,14 +134,14 @@ func (s *Server) track(ctx context.Context) {
 					s.sigs[sig.Name] = v
 				}
 				if sig.Target > 0 {
-					v[i] = max(v[i], sig.Value/sig.Target)
+					v[i] = max(v[i], finite(sig.Value/sig.Target, 0))
 				}
 			}
 			if snap.ShedLevel > 0 {
 				name, best := "", -1.0
 				for _, sig := range snap.Signals {
-					if sig.Target > 0 && sig.Value/sig.Target > best {
-						name, best = sig.Name, sig.Value/sig.Target
+					if r := finite(sig.Value/sig.Target, 0); sig.Target > 0 && r > best {
+						name, best = sig.Name, r
 					}
 				}
 				if name == "" {
@@ -149,6 +152,14 @@ func (s *Server) track(ctx context.Context) {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// finite returns x, or def if x is NaN or infinite (JSON has neither).
+func finite(x, def float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return def
+	}
+	return x
 }
 
 // Report is what a backend tells the harness at the end of a run.
