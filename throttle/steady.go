@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/levee-dev/levee"
@@ -38,8 +39,8 @@ func Formula(k, load float64) Steady {
 // Scenario is a virtual-time run of one Throttle in front of a backend that
 // accepts Capacity requests per second (a token bucket holding at most
 // Burst of capacity) and rejects the rest as overloaded. The client offers
-// Load×Capacity requests per second, evenly spaced, all of criticality
-// Critical, and responses arrive at once.
+// Load×Capacity requests per second, evenly spaced or as a Poisson process,
+// all of criticality Critical, and responses arrive at once.
 type Scenario struct {
 	// K is the throttle's K; 0 means DefaultK.
 	K float64
@@ -55,7 +56,10 @@ type Scenario struct {
 	// Burst is the depth of the backend's token bucket in time at
 	// Capacity (at least one request); 0 means 1 s.
 	Burst time.Duration
-	// Seed seeds the throttle (WithSeed).
+	// Poisson makes arrivals a Poisson process (exponential gaps drawn from
+	// a source seeded with Seed) instead of evenly spaced.
+	Poisson bool
+	// Seed seeds the throttle (WithSeed) and the Poisson arrivals.
 	Seed uint64
 	// Options are further throttle options, applied after K and Seed.
 	Options []Option
@@ -89,7 +93,14 @@ func Simulate(s Scenario) Steady {
 	gap := time.Duration(float64(time.Second) / (s.Load * s.Capacity))
 	var offered, sent, accepted float64
 	end := s.Warmup + s.Measure
+	var rng *rand.Rand
+	if s.Poisson {
+		rng = rand.New(rand.NewPCG(s.Seed, 0x5eed))
+	}
 	for at := time.Duration(0); at < end; at += gap {
+		if rng != nil {
+			gap = time.Duration(rng.ExpFloat64() * float64(time.Second) / (s.Load * s.Capacity))
+		}
 		now := start.Add(at)
 		measured := at >= s.Warmup
 		if measured {

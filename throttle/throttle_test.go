@@ -3,6 +3,7 @@ package throttle
 import (
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,13 +25,17 @@ func TestSteadyState(t *testing.T) {
 		{"K=2 plain SRE", 2, []Option{WithRecovery(0)}, 0.05, 0.02},
 		{"K=1.1 plain SRE", 1.1, []Option{WithRecovery(0)}, 0.03, 0.02},
 		{"K=2 10 accepts/s", 2, nil, 0.05, 0.02},
+		{"K=2 Poisson", 2, nil, 0.05, 0.02},
+		{"K=1.1 Poisson", 1.1, nil, 0.03, 0.02},
+		{"K=2 Poisson 10 accepts/s", 2, nil, 0.05, 0.02},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc := Scenario{K: tt.k, Load: 10, Options: tt.opts}
-			if tt.name == "K=2 10 accepts/s" {
+			sc := Scenario{K: tt.k, Load: 10, Options: tt.opts, Seed: 1}
+			if strings.HasSuffix(tt.name, "10 accepts/s") {
 				sc.Capacity = 10
 			}
+			sc.Poisson = strings.Contains(tt.name, "Poisson")
 			got := Simulate(sc)
 			want := Formula(tt.k, 10)
 			t.Logf("got %+v want %+v", got, want)
