@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,6 +66,42 @@ func BenchmarkAccept(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAcceptInterleaved measures the same two controllers in
+// alternating blocks of admissions within one benchmark, so that the load
+// of a shared machine weighs on both alike, and reports each one's ns per
+// admission and their ratio (on ÷ off):
+//
+//	go test -run '^$' -bench '^BenchmarkAcceptInterleaved$' -count 10 ./leveeprom
+func BenchmarkAcceptInterleaved(b *testing.B) {
+	const block = 512
+	ctls := [2]*admit.Controller{observedController(b, false), observedController(b, true)}
+	ctx := levee.WithCriticality(context.Background(), levee.Critical)
+	var spent [2]time.Duration
+	run := func(i int) {
+		ctl := ctls[i]
+		start := time.Now()
+		for range block {
+			tk, err := ctl.Admit(ctx)
+			if err == nil {
+				tk.Done(nil)
+			}
+		}
+		spent[i] += time.Since(start)
+	}
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		first := n % 2 // alternate which goes first
+		run(first)
+		run(1 - first)
+		n++
+	}
+	ops := float64(n * block)
+	b.ReportMetric(float64(spent[0].Nanoseconds())/ops, "off-ns/admit")
+	b.ReportMetric(float64(spent[1].Nanoseconds())/ops, "on-ns/admit")
+	b.ReportMetric(float64(spent[1])/float64(spent[0]), "on/off")
 }
 
 func TestAcceptObservedAllocs(t *testing.T) {
