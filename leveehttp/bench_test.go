@@ -1,11 +1,15 @@
 package leveehttp
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/retry"
 )
 
 // nopWriter is a ResponseWriter that keeps nothing, so that benchmarks
@@ -117,5 +121,44 @@ func TestHandlerAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocs per request; want ≤ %v", bc.name, got, want[bc.name])
 		}
 		t.Logf("%s: %v allocs, status %d", bc.name, got, w.code)
+	}
+}
+
+// staticRT answers every request with the same empty 200 response.
+type staticRT struct{ resp http.Response }
+
+func (s *staticRT) RoundTrip(*http.Request) (*http.Response, error) {
+	r := s.resp
+	r.Body = http.NoBody
+	return &r, nil
+}
+
+// BenchmarkTransport measures the client side against a RoundTripper that
+// answers at once: "bare" calls it directly, "levee" goes through
+// NewTransport (context deadline, throttle, budget, header propagation,
+// request clone).
+func BenchmarkTransport(b *testing.B) {
+	next := &staticRT{resp: http.Response{StatusCode: 200, Header: http.Header{}}}
+	ctx := levee.WithCall(context.Background(), levee.Call{Criticality: levee.SheddablePlus, Tenant: "acme"})
+	ctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://backend/x", nil)
+	for _, bc := range []struct {
+		name string
+		rt   http.RoundTripper
+	}{
+		{"bare", next},
+		{"levee", NewTransport(next, WithPolicy(retry.Policy{Budget: retry.NewBudget()}))},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := bc.rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		})
 	}
 }

@@ -24,6 +24,10 @@ func defaultUniform() float64 { return float64(rand.Uint64()>>11) / (1 << 53) }
 //	srv := &http.Server{Handler: h, ConnContext: leveehttp.ConnContext}
 //	srv.Serve(leveehttp.Listener(ln))
 //
+// The Handler must see every request on the connection (be the server's
+// root handler, or sit under routing that sends everything through it):
+// a request that bypasses it leaves its stamp for the next one.
+//
 // How it works: each connection is "armed" when accepted and after each
 // request without a body; the first read that returns data while armed
 // stamps the arrival, and the Handler takes the stamp and disarms the

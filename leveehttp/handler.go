@@ -244,12 +244,12 @@ var (
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := h.cfg.now()
+	arrival := arrivalOf(r, now) // also for probes: it re-arms the connection
 	if h.cfg.health[r.URL.Path] {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	now := h.cfg.now()
-	arrival := arrivalOf(r, now)
 	if h.cfg.queue != nil {
 		h.cfg.queue.Observe(now.Sub(arrival))
 	}
