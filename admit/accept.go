@@ -102,8 +102,8 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 		c.rejected[cr][levee.Overloaded].Add(1)
 		return Ticket{}, c.overErr[cr].Load()
 	}
-	t := Ticket{c: c, route: route, level: int8(c.level.Load())}
-	if (n*serviceMul)>>60 == 0 { // one in 16
+	t := Ticket{c: c, route: route, level: int8(c.deg.Level())}
+	if (n*serviceMul)>>(64-serviceShift) == 0 {
 		t.real = real
 		if real {
 			t.start = time.Now().UnixNano()

@@ -27,8 +27,8 @@ const (
 	maxRetryAfter   = time.Minute
 	defaultRecovery = time.Second // Retry-After before any episode was observed
 	clockTick       = time.Millisecond
-	serviceSample   = 16 // one ticket in serviceSample measures its service time
-	minSampleShift  = 2  // at least one request in 4 is left out of tenant sampling
+	serviceShift    = 6 // one ticket in 2^serviceShift measures its service time
+	minSampleShift  = 3 // at most one request in 8 is sampled for tenant accounting
 	ringTarget      = fairq.RingSize / 2
 	lagPeriods      = 2                      // periods before a change shows in the signal
 	drainTime       = 500 * time.Millisecond // drain a flood's backlog over this long
@@ -51,7 +51,6 @@ type Controller struct {
 	overErr     [levee.NumCriticalities]atomic.Pointer[levee.RejectedError]
 	clock       atomic.Int64 // coarse unix ns, refreshed by Run and Step
 	sampleShift atomic.Uint32
-	level       atomic.Int32 // degrade level at the last Step
 	loadBits    atomic.Uint64
 	off         uint64 // seed offset of the Weyl sequences
 	seed        uint64
@@ -277,7 +276,6 @@ func (c *Controller) step(now time.Time) []Event {
 	// Degradation first: it must lead shedding by at least one period.
 	prevLevel := c.prevLevel
 	level := c.deg.StepAt(now, load)
-	c.level.Store(int32(level))
 
 	// Capacity estimate: the admitted rate that would put the load at 1,
 	// from the admitted rate lagPeriods ago (what the signal reflects now),

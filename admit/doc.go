@@ -1,4 +1,66 @@
-// Package admit is levee's server-side admission controller: it decides,
-// per request and without locks or allocations, whether to start work, and
-// steers a shed level from resource signals so that they stay at target.
+// Package admit is levee's server-side admission controller: it decides, per
+// request, whether to start work, so that a server provisioned for C keeps
+// completing about C whatever is thrown at it, and chooses what to
+// sacrifice.
+//
+// # Goals
+//
+//   - Hold the resource signals (CPU against the quota, scheduler latency,
+//     queueing delay: package pressure) at their targets under any offered
+//     load, with no rejection when the server is below target.
+//   - Sacrifice in a fixed order: work whose caller is gone or whose
+//     deadline cannot be met; then the excess of tenants far above their
+//     fair share, whatever their criticality; then the criticalities from
+//     SHEDDABLE up to CRITICAL_PLUS, a level touched only when every lower
+//     one is fully shed, and inside the partly shed level tenants above
+//     their fair share first.
+//   - Degrade (package degrade) before shedding, and tell rejected callers
+//     when to come back (Retry-After following the observed length of
+//     overload episodes) or not to retry at all (when retries are already a
+//     large share of the traffic).
+//   - An accept path cheaper than one time.Now(): no lock, no allocation, no
+//     system call.
+//
+// # Non-goals
+//
+// Queueing or reordering requests (admit answers at once, yes or no);
+// distributed or fleet-wide quotas; deciding what a degraded answer is (the
+// handler reads the level and decides); load balancing.
+//
+// # The model in ten lines
+//
+//	every period (Step, 50 ms by default):
+//	  load  = max over signals of value/target          (1.0 = at target)
+//	  R     = smoothed arrival rate past deadline/quota checks, per criticality
+//	  not shedding: capacity ≈ admitted rate / load    (learned while load ≤ 1)
+//	  load > 1 (and the degrade level was already up): start shedding with
+//	        A = capacity, first draining the backlog the flood built (model:
+//	        backlog shrinks by capacity − admitted) instead of integrating a
+//	        saturated signal
+//	  shedding: every 3 periods, once the last change has shown in the signal,
+//	        A *= mean(load)^-0.7 over the two readings that reflect it
+//	  shed rate S = R − A → tenants far above fair share (2×) → ladder
+//	  per request: reject if its class's Weyl counter falls below its fraction
+//
+// # How the parts fit
+//
+// Admit reads four things published by Step through atomic pointers: the
+// coarse clock, the shedding plan (a fraction per criticality rank, and per
+// listed tenant), the preallocated rejection errors (their RetryAfter and
+// NoRetry) and the tenant sampling ratio. It counts arrivals per
+// criticality with one atomic add, checks the context and the deadline
+// against the route's learned service time (a bounded, lock-free table
+// filled by Ticket.Done from one ticket in 64), checks the tenant's quota (a
+// lock-free GCRA bucket, for tenants named with WithQuota), samples one
+// request in 8 or fewer into a lock-free ring for tenant accounting, and
+// applies the plan. Step drains the ring into a bounded heavy-hitter table
+// with a HyperLogLog count of active tenants (internal/fairq), reads the
+// signals and counters, steps the degradation controller, runs the control
+// law and publishes the next plan. Snapshot, the observer and the logger
+// report state changes; nothing is logged per request.
+//
+// Time is a parameter everywhere: AdmitAt, Ticket.DoneAt and Step take the
+// time, so a simulator drives the same code on virtual time and the same
+// seed (WithSeed) gives the same decisions. Admit and Run are the real-time
+// shorthands.
 package admit

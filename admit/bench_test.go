@@ -1,0 +1,147 @@
+package admit_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+)
+
+// fixedSignal is a signal set by hand.
+type fixedSignal struct {
+	v      atomic.Uint64 // value ×1e6
+	target float64
+}
+
+func newFixedSignal(v, target float64) *fixedSignal {
+	s := &fixedSignal{target: target}
+	s.set(v)
+	return s
+}
+func (s *fixedSignal) set(v float64)   { s.v.Store(uint64(v * 1e6)) }
+func (s *fixedSignal) Name() string    { return "fixed" }
+func (s *fixedSignal) Value() float64  { return float64(s.v.Load()) / 1e6 }
+func (s *fixedSignal) Target() float64 { return s.target }
+
+// acceptCtx carries criticality, tenant and a deadline, as a request
+// through the HTTP adapter does.
+func acceptCtx(tb testing.TB, c levee.Criticality) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	tb.Cleanup(cancel)
+	return levee.WithCall(ctx, levee.Call{Criticality: c, Tenant: "tenant-0042"})
+}
+
+// overloaded returns a Controller, stepped on real time, that sheds all of
+// SHEDDABLE and part of the levels above.
+func overloaded(tb testing.TB) *admit.Controller {
+	sig := newFixedSignal(0.4, 0.8)
+	ctl := admit.New(admit.WithSignals(sig))
+	now := time.Now()
+	ctxs := make([]context.Context, levee.NumCriticalities)
+	for c := range ctxs {
+		ctxs[c] = levee.WithCall(context.Background(), levee.Call{Criticality: levee.Criticality(c), Tenant: "tenant-0042"})
+	}
+	for i := range 60 {
+		if i == 20 {
+			sig.set(1.2) // load 1.5
+		}
+		for range 50 {
+			for _, ctx := range ctxs {
+				if t, err := ctl.AdmitAt(ctx, now); err == nil {
+					t.DoneAt(now, nil)
+				}
+			}
+		}
+		now = now.Add(50 * time.Millisecond)
+		ctl.Step(now)
+	}
+	if _, err := ctl.Admit(ctxs[levee.Sheddable]); err == nil {
+		tb.Fatalf("SHEDDABLE admitted at shed level %.2f; the reject benchmark needs it shed", ctl.Snapshot().ShedLevel)
+	}
+	return ctl
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	b.Run("accept", func(b *testing.B) {
+		ctl := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+		ctl.Step(time.Now())
+		ctx := acceptCtx(b, levee.Critical)
+		b.ReportAllocs()
+		for b.Loop() {
+			t, err := ctl.Admit(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Done(nil)
+		}
+	})
+	b.Run("accept-parallel", func(b *testing.B) {
+		ctl := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+		ctl.Step(time.Now())
+		ctx := acceptCtx(b, levee.Critical)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t, err := ctl.Admit(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				t.Done(nil)
+			}
+		})
+	})
+	b.Run("reject", func(b *testing.B) {
+		ctl := overloaded(b)
+		ctx := acceptCtx(b, levee.Sheddable)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ctl.Admit(ctx); err == nil {
+				b.Fatal("admitted")
+			}
+		}
+	})
+}
+
+// BenchmarkTimeNow is the yardstick for BenchmarkAdmit: one bare time.Now
+// measured in the same run.
+func BenchmarkTimeNow(b *testing.B) {
+	b.ReportAllocs()
+	var sink int64
+	for b.Loop() {
+		sink += time.Now().UnixNano()
+	}
+	_ = sink
+}
+
+func TestAdmitDoesNotAllocate(t *testing.T) {
+	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+	accept.Step(time.Now())
+	shed := overloaded(t)
+	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }))
+	tests := []struct {
+		name string
+		ctl  *admit.Controller
+		crit levee.Criticality
+		ok   bool
+	}{
+		{"accept", accept, levee.Critical, true},
+		{"accept with route", route, levee.CriticalPlus, true},
+		{"reject", shed, levee.Sheddable, false},
+	}
+	for _, tt := range tests {
+		ctx := acceptCtx(t, tt.crit)
+		got := testing.AllocsPerRun(1000, func() {
+			tk, err := tt.ctl.Admit(ctx)
+			if (err == nil) != tt.ok {
+				t.Fatalf("%s: err = %v", tt.name, err)
+			}
+			tk.Done(nil)
+		})
+		if got != 0 {
+			t.Errorf("%s: %v allocs per Admit+Done, want 0", tt.name, got)
+		}
+	}
+}
