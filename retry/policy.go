@@ -166,12 +166,12 @@ func (p Policy) Ceiling(n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}
-	base, limit := float64(p.base()), float64(p.cap())
-	c := base * math.Pow(p.multiplier(), float64(n-1))
-	if !(c < limit) { // also catches +Inf and NaN
-		c = limit
+	limit := p.cap()
+	c := float64(p.base()) * math.Pow(p.multiplier(), float64(n-1))
+	if !(c < float64(limit)) { // also catches +Inf and NaN
+		return limit
 	}
-	return time.Duration(c)
+	return min(time.Duration(c), limit)
 }
 
 // Backoff returns the wait before the n-th retry (n ≥ 1) given the previous
@@ -187,12 +187,13 @@ func (p Policy) Backoff(n int, prev time.Duration, u float64) time.Duration {
 		u = math.Nextafter(1, 0)
 	}
 	ceil := p.Ceiling(n)
+	var w float64
 	switch p.Jitter {
 	case NoJitter:
 		return ceil
 	case EqualJitter:
 		half := float64(ceil) / 2
-		return time.Duration(half + u*half)
+		w = half + u*half
 	case DecorrelatedJitter:
 		base, limit := p.base(), p.cap()
 		if base > limit {
@@ -201,15 +202,16 @@ func (p Policy) Backoff(n int, prev time.Duration, u float64) time.Duration {
 		if prev < base {
 			prev = base
 		}
-		hi := 3 * float64(prev)
-		w := float64(base) + u*(hi-float64(base))
-		if !(w < float64(limit)) {
-			return limit
-		}
-		return time.Duration(w)
+		w = float64(base) + u*(3*float64(prev)-float64(base))
+		ceil = limit
 	default:
-		return time.Duration(u * float64(ceil))
+		w = u * float64(ceil)
 	}
+	// Rounding near the limits of float64 must not leave [0, ceil].
+	if !(w < float64(ceil)) {
+		return ceil
+	}
+	return max(min(time.Duration(w), ceil), 0)
 }
 
 func itoa(n int) string {

@@ -157,3 +157,20 @@ func TestJitterString(t *testing.T) {
 		}
 	}
 }
+
+func FuzzBackoff(f *testing.F) {
+	f.Add(int64(100e6), int64(10e9), 2.0, uint8(0), 3, int64(0), 0.5)
+	f.Add(int64(3e9), int64(12e9), 2.0, uint8(3), 3, int64(0), 0.0)
+	f.Add(int64(-1), int64(-1), -1.0, uint8(2), -5, int64(-7), 2.0)
+	f.Add(int64(1<<62), int64(1<<62), 1e300, uint8(2), 1<<30, int64(1<<62), 0.999)
+	f.Fuzz(func(t *testing.T, base, limit int64, mult float64, j uint8, n int, prev int64, u float64) {
+		p := Policy{Base: time.Duration(base), Cap: time.Duration(limit), Multiplier: mult, Jitter: Jitter(j % 4)}
+		got := p.Backoff(n, time.Duration(prev), u)
+		if got < 0 || got > p.cap() {
+			t.Fatalf("%+v.Backoff(%d, %d, %v) = %v, want in [0, %v]", p, n, prev, u, got, p.cap())
+		}
+		if c := p.Ceiling(n); c < 0 || c > p.cap() {
+			t.Fatalf("%+v.Ceiling(%d) = %v, want in [0, %v]", p, n, c, p.cap())
+		}
+	})
+}
