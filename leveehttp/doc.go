@@ -32,8 +32,15 @@
 //	Levee-Attempt      0 for a first attempt, 1, 2 for retries.
 //
 // Nobody is trusted by default: WithTrust opts callers in (for example by
-// their mTLS identity). Health and readiness probes (DefaultHealthPaths,
-// WithHealthPaths) are never shed.
+// their mTLS identity). Health and readiness probes (/healthz, /readyz,
+// /livez; WithHealthPaths) are never shed. Every levee header name can be
+// changed (WithHeaderNames, WithTransportHeaderNames).
+//
+// Under overload a Go server queues requests in the kernel and the run
+// queue before any middleware runs. Listener with ConnContext stamps the
+// first bytes of each request on a keep-alive HTTP/1 connection, so that
+// the caller's budget counts from its arrival and WithQueueDelay (for
+// pressure.QueueDelay) sees the wait; see Listener for its limits.
 //
 // Rejections are written before next runs and before the body is read:
 //
@@ -61,6 +68,7 @@
 // Retry-After, Levee-Retry-After-Ms and no-retry, and returns levee
 // rejections (503 with Levee-Reject, 429, 504) as *levee.RejectedError,
 // which http.Client wraps in a *url.Error: test with errors.As or errors.Is.
+// Handler and Transport both have Unwrap methods returning what they wrap.
 //
 // # Mid-tier mapping
 //

@@ -66,10 +66,10 @@ func (n HeaderNames) canonical() *HeaderNames {
 	return &d
 }
 
-// DefaultHealthPaths are the paths a Handler never sheds unless
+// defaultHealthPaths are the paths a Handler never sheds unless
 // WithHealthPaths says otherwise: probes must not fail because the server is
 // busy (a killed overloaded instance moves its load onto its peers).
-var DefaultHealthPaths = []string{"/healthz", "/readyz", "/livez"}
+var defaultHealthPaths = [...]string{"/healthz", "/readyz", "/livez"}
 
 // DefaultRetryAfter is the advice a Handler sends with an overload or quota
 // rejection whose controller gave none.
@@ -122,7 +122,8 @@ func WithTenant(f func(r *http.Request) string) HandlerOption {
 	return func(c *handlerConfig) { c.tenant = f }
 }
 
-// WithHealthPaths replaces DefaultHealthPaths: requests whose URL path is
+// WithHealthPaths replaces the default health and readiness paths
+// (/healthz, /readyz, /livez): requests whose URL path is
 // exactly one of paths go straight to the next handler, never shed and
 // never counted. No paths means none is exempt.
 func WithHealthPaths(paths ...string) HandlerOption {
@@ -207,8 +208,8 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 	if h.next == nil {
 		h.next = http.NotFoundHandler()
 	}
-	h.cfg.health = make(map[string]bool, len(DefaultHealthPaths))
-	for _, p := range DefaultHealthPaths {
+	h.cfg.health = make(map[string]bool, len(defaultHealthPaths))
+	for _, p := range defaultHealthPaths {
 		h.cfg.health[p] = true
 	}
 	for _, o := range opts {
