@@ -3,6 +3,7 @@ package leveehttp
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -86,6 +87,9 @@ var monoBase = time.Now()
 func monoNow() int64 { return int64(time.Since(monoBase)) + 1 }
 
 func monoTime(v int64) time.Time { return monoBase.Add(time.Duration(v - 1)) }
+
+// ReadFrom lets net/http's sendfile path reach the wrapped connection.
+func (c *stampConn) ReadFrom(r io.Reader) (int64, error) { return io.Copy(c.Conn, r) }
 
 // NetConn returns the wrapped connection.
 func (c *stampConn) NetConn() net.Conn { return c.Conn }

@@ -3,6 +3,7 @@ package leveehttp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/retry"
 )
 
 // t0 is the virtual "now" of the handler tests; it lies in the future so
@@ -426,5 +428,50 @@ func TestHandlerLoadAndQueue(t *testing.T) {
 	}
 	if len(q.got) != 2 || q.got[0] != 0 {
 		t.Errorf("queue delays %v; want two 0s (no listener: arrival = handler start)", q.got)
+	}
+}
+
+func TestMidTierTable(t *testing.T) {
+	tests := []struct {
+		name        string
+		err         error
+		wantReason  levee.Reason // 0: nil
+		wantNoRetry bool
+		wantDelay   time.Duration
+	}{
+		{"nil", nil, 0, false, 0},
+		{"application error", errors.New("boom"), 0, false, 0},
+		{"overloaded keeps delay", &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: 3 * time.Second}, levee.Overloaded, true, 3 * time.Second},
+		{"overloaded wrapped", fmt.Errorf("calling x: %w", levee.ErrOverloaded), levee.Overloaded, true, 0},
+		{"throttled", levee.ErrThrottled, levee.Overloaded, true, 0},
+		{"budget exhausted", &retry.GiveUpError{Err: &levee.RejectedError{Reason: levee.Overloaded}, Attempts: 1, Stop: retry.StopBudget}, levee.Overloaded, true, 0},
+		{"quota passed through", &levee.RejectedError{Reason: levee.Quota, RetryAfter: 2 * time.Second}, levee.Quota, false, 2 * time.Second},
+		{"deadline", levee.ErrDeadline, levee.Deadline, true, 0},
+		{"context deadline", context.DeadlineExceeded, levee.Deadline, true, 0},
+		{"context canceled", fmt.Errorf("x: %w", context.Canceled), levee.Deadline, true, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := MidTier(tt.err)
+			if tt.wantReason == 0 {
+				if got != nil {
+					t.Fatalf("MidTier(%v) = %v; want nil", tt.err, got)
+				}
+				w := httptest.NewRecorder()
+				Error(w, httptest.NewRequest("GET", "/", nil), tt.err)
+				if tt.err != nil && w.Code != http.StatusBadGateway {
+					t.Errorf("Error(%v) status %d; want 502", tt.err, w.Code)
+				}
+				return
+			}
+			if got == nil || got.Reason != tt.wantReason || got.NoRetry != tt.wantNoRetry || got.RetryAfter != tt.wantDelay {
+				t.Fatalf("MidTier(%v) = %+v; want %v no-retry %v delay %v", tt.err, got, tt.wantReason, tt.wantNoRetry, tt.wantDelay)
+			}
+			w := httptest.NewRecorder()
+			Error(w, httptest.NewRequest("GET", "/", nil), tt.err)
+			if want := map[levee.Reason]int{levee.Overloaded: 503, levee.Quota: 429, levee.Deadline: 504}[tt.wantReason]; w.Code != want {
+				t.Errorf("Error(%v) status %d; want %d", tt.err, w.Code, want)
+			}
+		})
 	}
 }
