@@ -198,6 +198,9 @@ func checkExpr(expr string, metrics map[string][]string) ([]string, error) {
 	if len(toks) == 0 {
 		return nil, fmt.Errorf("empty")
 	}
+	if err := checkOperators(toks); err != nil {
+		return nil, err
+	}
 	var refs []string
 	var grouping []string // labels named in by/without/on/ignoring
 	var stack []string
@@ -292,6 +295,44 @@ func checkExpr(expr string, metrics map[string][]string) ([]string, error) {
 	return refs, nil
 }
 
+// binaryOps may only stand between two operands; + and - may also be unary.
+var binaryOps = []string{"==", "!=", ">=", "<=", "<", ">", "*", "/", "%", "^", "and", "or", "unless", "+", "-"}
+
+// checkOperators rejects a binary operator at either end of the expression
+// or of a parenthesis, or right after another one (unary + and - aside).
+func checkOperators(toks []token) error {
+	isOp := func(tk token) bool { return slices.Contains(binaryOps, tk.text) && tk.kind != 's' }
+	unary := func(tk token) bool { return tk.text == "+" || tk.text == "-" }
+	depth := 0
+	for i, tk := range toks {
+		if tk.text == "{" {
+			depth++
+		}
+		if tk.text == "}" {
+			depth--
+		}
+		if depth > 0 || !isOp(tk) {
+			continue
+		}
+		switch {
+		case i == len(toks)-1:
+			return fmt.Errorf("expression ends with operator %q", tk.text)
+		case i == 0 || toks[i-1].text == "(" || toks[i-1].text == ",":
+			if !unary(tk) {
+				return fmt.Errorf("operator %q without a left operand", tk.text)
+			}
+		case isOp(toks[i-1]) || toks[i-1].text == "bool":
+			if !unary(tk) {
+				return fmt.Errorf("operator %q right after %q", tk.text, toks[i-1].text)
+			}
+		}
+		if toks[i+1].text == ")" {
+			return fmt.Errorf("operator %q without a right operand", tk.text)
+		}
+	}
+	return nil
+}
+
 // checkMatchers checks `label op "value", ...}` from toks[i]; it returns the
 // index of the closing brace.
 func checkMatchers(toks []token, i int, metric string, labels []string) (int, error) {
@@ -360,6 +401,12 @@ func TestCheckExpr(t *testing.T) {
 		{`levee_headroom_ratio)`, "unbalanced"},
 		{`1 > 0`, "no leveeprom metric"},
 		{`levee_headroom_ratio < "x"`, "string"},
+		{`levee_headroom_ratio < < 0.2`, "right after"},
+		{`levee_headroom_ratio <`, "ends with"},
+		{`> levee_headroom_ratio`, "left operand"},
+		{`(levee_headroom_ratio *) > 1`, "right operand"},
+		{`levee_headroom_ratio < -0.2`, ""},
+		{`levee_headroom_ratio > bool 0.2`, ""},
 	}
 	for _, tt := range tests {
 		_, err := checkExpr(tt.expr, metrics)
