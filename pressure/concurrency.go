@@ -158,12 +158,12 @@ func (c *Concurrency) Reading() ConcurrencyReading {
 
 // SampleAt closes the window at now: it updates the limiter with the
 // window's mean RTT and peak in-flight (when at least one request ended in
-// it) and recomputes the value. Samples with now not after the previous
-// one are ignored.
+// it) and recomputes the value. A sample less than half a period after
+// the previous one is skipped (the next one covers its time).
 func (c *Concurrency) SampleAt(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lastAt.IsZero() && !now.After(c.lastAt) {
+	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, c.cfg.period) {
 		return
 	}
 	dt := c.cfg.period

@@ -251,8 +251,10 @@ func (c *CPU) Reading() CPUReading {
 }
 
 // SampleAt takes a sample at now: it reads this process's CPU time and,
-// at most once a second, the cgroup limits. Samples with now not after
-// the previous one are ignored. Run calls it with real time; tests and
+// at most once a second, the cgroup limits. A sample less than half a
+// period after the previous one is skipped (the next one covers its time:
+// a starved sampler that finds two ticks waiting must not compute a
+// utilisation over microseconds). Run calls it with real time; tests and
 // simulators call it with virtual time and fake readers.
 func (c *CPU) SampleAt(now time.Time) {
 	c.mu.Lock()
@@ -262,7 +264,7 @@ func (c *CPU) SampleAt(now time.Time) {
 		c.reading.Err = err
 		return
 	}
-	if !c.lastAt.IsZero() && !now.After(c.lastAt) {
+	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, c.cfg.period) {
 		return
 	}
 	if c.cg != nil && (!c.haveLimit || now.Sub(c.limitAt) >= c.cfg.refresh || now.Before(c.limitAt)) {

@@ -138,12 +138,13 @@ func (q *QueueDelay) Reading() QueueReading {
 	return q.reading
 }
 
-// SampleAt closes the interval at now and starts the next one. Samples with
-// now not after the previous one are ignored.
+// SampleAt closes the interval at now and starts the next one. A sample
+// less than half an interval after the previous one is skipped: the
+// interval stays open (a short interval's minimum is biased upwards).
 func (q *QueueDelay) SampleAt(now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.lastAt.IsZero() && !now.After(q.lastAt) {
+	if !q.lastAt.IsZero() && tooSoon(now, q.lastAt, q.cfg.interval) {
 		return
 	}
 	m := q.min.Swap(noObservation)

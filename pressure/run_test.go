@@ -92,3 +92,37 @@ func TestDefault(t *testing.T) {
 		t.Errorf("partial Set: %d signals; want 1", got)
 	}
 }
+
+// TestSampleTooSoonSkipped: a sampler starved by a saturated scheduler
+// finds two ticks waiting; the second, less than half a period after the
+// first, is skipped by every signal instead of measuring microseconds.
+func TestSampleTooSoonSkipped(t *testing.T) {
+	f := &fakeCPU{busy: 1}
+	cpu := newTestCPU(t, nil, 1, f)
+	h := newFakeHist()
+	sched := NewSchedLatency(WithSchedSource(h.read))
+	queue := NewQueueDelay()
+	conc := NewConcurrency(nil)
+	times := []time.Duration{0, 100 * time.Millisecond, 140 * time.Millisecond, 149 * time.Millisecond}
+	for _, d := range times {
+		f.used = d // one busy core
+		cpu.SampleAt(t0.Add(d))
+		sched.SampleAt(t0.Add(d))
+		queue.SampleAt(t0.Add(d))
+		conc.SampleAt(t0.Add(d))
+	}
+	want := t0.Add(100 * time.Millisecond)
+	for name, got := range map[string]time.Time{
+		"cpu": cpu.Reading().Time, "sched_latency": sched.Reading().Time,
+		"queue_delay": queue.Reading().Time, "concurrency": conc.Reading().Time,
+	} {
+		if !got.Equal(want) {
+			t.Errorf("%s: last sample at %v; want %v (samples 40 and 49 ms later skipped)", name, got.Sub(t0), want.Sub(t0))
+		}
+	}
+	f.used = 150 * time.Millisecond
+	cpu.SampleAt(t0.Add(150 * time.Millisecond))
+	if r := cpu.Reading(); !r.Time.Equal(t0.Add(150*time.Millisecond)) || r.Value != 1 {
+		t.Errorf("sample half a period later: %v, value %v; want taken, 1", r.Time.Sub(t0), r.Value)
+	}
+}

@@ -133,7 +133,7 @@ func TestCPURunQueueWaitReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SampleAt(time.Now())
-	c.SampleAt(time.Now().Add(time.Millisecond))
+	c.SampleAt(time.Now().Add(100 * time.Millisecond))
 	if r := c.Reading(); r.Err != nil || math.IsNaN(r.Wait) || r.Wait < 0 {
 		t.Errorf("real run-queue wait: %+v", r)
 	}

@@ -165,13 +165,13 @@ func (s *SchedLatency) Reading() SchedReading {
 }
 
 // SampleAt reads the histogram and updates the value with the percentile of
-// what changed since the previous sample. Samples with now not after the
-// previous one are ignored; a histogram whose shape changed (or a counter
+// what changed since the previous sample. A sample less than half a period
+// after the previous one is skipped; a histogram whose shape changed (or a counter
 // that went backwards) restarts from a new baseline.
 func (s *SchedLatency) SampleAt(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.lastAt.IsZero() && !now.After(s.lastAt) {
+	if !s.lastAt.IsZero() && tooSoon(now, s.lastAt, s.cfg.period) {
 		return
 	}
 	h := s.cfg.read()

@@ -86,3 +86,12 @@ func (c *checker) smoothing(name string, d time.Duration) {
 		c.bad("%s(%v): must be in [0, 1m]", name, d)
 	}
 }
+
+// tooSoon reports whether a sample at now comes less than half a period
+// after the previous one at last (or not after it at all). Such samples
+// are skipped: a sampler starved by a saturated scheduler finds two ticks
+// waiting and would otherwise take a second sample over a few
+// microseconds, all noise. The skipped time is covered by the next sample.
+func tooSoon(now, last time.Time, period time.Duration) bool {
+	return now.Sub(last) < period/2
+}
