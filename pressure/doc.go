@@ -27,6 +27,15 @@
 // methods (QueueDelay.Observe, Concurrency.Acquire and Release) are
 // lock-free and do not allocate.
 //
+// The samplers are ordinary goroutines. When the process's run queue is
+// long — the overload they exist to see — they run late: on the shared
+// build machine at load average 16 a GOMAXPROCS=1 server's samplers went
+// seconds between samples, while the scheduler latency they finally read
+// was 0.1–1.8 s, far above its target. A sample less than half a period
+// after the previous one (two ticks found waiting) is skipped rather than
+// computed over microseconds. Each signal's Reading().Time says when its
+// value was taken, so a controller can tell a stale value.
+//
 // # CPU: whose usage, against which cores
 //
 // The question is "how busy is this process relative to the CPU it can
