@@ -107,7 +107,10 @@ type Transport struct {
 //     refused before sending), only idempotent or retry-safe requests
 //     (connection refusals excepted), only when the body can be replayed
 //     through Request.GetBody (or there is none), waiting max(backoff,
-//     server's delay) and never past the deadline.
+//     server's delay) and never past the deadline; with
+//     Policy.AttemptTimeout each attempt also has its own deadline (sent
+//     as its Levee-Timeout-Ms), and an attempt that runs out of it while
+//     the call has time left is retried.
 //
 // A final levee rejection is returned as a *levee.RejectedError, which
 // http.Client wraps in a *url.Error. Once this layer has retried, an
@@ -287,18 +290,29 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 			return nil, err
 		}
 	}
-	deadline, _ := ctx.Deadline()
-	left := deadline.Sub(now)
-	left -= min(t.cfg.margin, left/10)
-	if left < time.Millisecond || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		closeBody(body)
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, ctx.Err()
 		}
 		return nil, errLocalDeadline
 	}
+	// The attempt's own deadline: the call's, or sooner with AttemptTimeout.
+	actx, acancel := ctx, context.CancelFunc(func() {})
+	deadline, _ := ctx.Deadline()
+	if at := t.cfg.policy.AttemptTimeout; at > 0 && now.Add(at).Before(deadline) {
+		deadline = now.Add(at)
+		actx, acancel = context.WithDeadline(ctx, deadline)
+	}
+	left := deadline.Sub(now)
+	left -= min(t.cfg.margin, left/10)
+	if left < time.Millisecond {
+		acancel()
+		closeBody(body)
+		return nil, errLocalDeadline
+	}
 
-	out := req.Clone(ctx)
+	out := req.Clone(actx)
 	out.Body = body
 	if body == nil {
 		out.Body = nil
@@ -320,7 +334,13 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {
-		if ctx.Err() != nil {
+		ownTimeout := ctx.Err() == nil && actx.Err() != nil
+		acancel()
+		switch {
+		case ownTimeout:
+			// Only this attempt ran out of time: another may succeed.
+			return nil, retry.Retryable(err)
+		case ctx.Err() != nil:
 			return nil, err
 		}
 		var op *net.OpError
@@ -334,8 +354,14 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 		if th != nil {
 			th.AcceptAt(now, call.Criticality)
 		}
+		if actx != ctx && resp.Body != nil {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: acancel}
+		} else {
+			acancel()
+		}
 		return resp, nil
 	}
+	defer acancel() // after the drain below: a cancelled body cannot be drained
 	if th != nil && rej.Reason != levee.Overloaded && rej.Reason != levee.Quota {
 		th.AcceptAt(now, call.Criticality)
 	}

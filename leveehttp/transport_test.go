@@ -473,3 +473,42 @@ func TestHeaderNames(t *testing.T) {
 		t.Errorf("default header still sent: %v", sent)
 	}
 }
+
+func TestTransportAttemptTimeout(t *testing.T) {
+	// The first attempt hangs until its own deadline; the second answers.
+	var mu sync.Mutex
+	var budgets []string
+	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		n := len(budgets)
+		budgets = append(budgets, r.Header.Get("Levee-Timeout-Ms"))
+		mu.Unlock()
+		if n == 0 {
+			select {
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			case <-time.After(10 * time.Second):
+				return nil, errors.New("attempt deadline never fired")
+			}
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+	})
+	tr := NewTransport(next, WithThrottle(nil),
+		WithPolicy(retry.Policy{AttemptTimeout: 20 * time.Millisecond, Budget: retry.Unlimited(), Rand: func() uint64 { return 0 }}),
+		func(c *transportConfig) { c.wait = func(context.Context, time.Duration) error { return nil } })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://backend/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("err = %v; want the second attempt's response", err)
+	}
+	resp.Body.Close()
+	if len(budgets) != 2 || budgets[0] != "18" && budgets[0] != "19" {
+		t.Errorf("attempts sent Levee-Timeout-Ms %v; want two, the first ≈ 20ms minus a tenth", budgets)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
