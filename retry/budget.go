@@ -37,6 +37,10 @@ type Budget struct {
 	ratio    float64
 	bucketUs int64
 	ring     []budgetBucket
+	// Sums over the closed buckets of the window, recomputed once per
+	// bucket by the first TryRetryAt that sees a new one.
+	closedAt             atomic.Int64
+	closedReq, closedRet atomic.Int64
 
 	floorUs int64
 	log     []atomic.Int64 // grant times (µs) of the floor, oldest at head
@@ -111,6 +115,7 @@ func NewBudget(opts ...BudgetOption) *Budget {
 	if c.ratio > 0 {
 		b.bucketUs = max(c.window.Microseconds()/ratioBuckets, 1)
 		b.ring = make([]budgetBucket, ratioBuckets)
+		b.closedAt.Store(emptySlot)
 		for i := range b.ring {
 			b.ring[i].epoch.Store(emptySlot)
 		}
@@ -143,7 +148,7 @@ func Unlimited() *Budget { return unlimited }
 func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
 
 func (b *Budget) bucket(e int64) *budgetBucket {
-	x := &b.ring[uint64(e)%ratioBuckets]
+	x := &b.ring[((e%ratioBuckets)+ratioBuckets)%ratioBuckets]
 	if ep := x.epoch.Load(); ep != e && (ep == emptySlot || ep < e) && x.epoch.CompareAndSwap(ep, e) {
 		x.req.Store(0)
 		x.ret.Store(0)
@@ -162,7 +167,7 @@ func (b *Budget) RequestAt(now time.Time) {
 	if b.ring == nil {
 		return
 	}
-	b.bucket(micros(now) / b.bucketUs).req.Add(1)
+	b.bucket(floorDiv(micros(now), b.bucketUs)).req.Add(1)
 }
 
 // TryRetryAt reports whether a retry may be sent at now and, if so, counts
@@ -177,17 +182,15 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 	}
 	us := micros(now)
 	if b.ring != nil {
-		e := us / b.bucketUs
-		var req, ret int64
-		for i := range b.ring {
-			x := &b.ring[i]
-			if ep := x.epoch.Load(); ep != emptySlot && ep <= e && ep > e-ratioBuckets {
-				req += x.req.Load()
-				ret += x.ret.Load()
-			}
+		e := floorDiv(us, b.bucketUs)
+		if b.closedAt.Load() != e {
+			b.sumClosed(e)
 		}
+		cur := b.bucket(e)
+		req := b.closedReq.Load() + cur.req.Load()
+		ret := b.closedRet.Load() + cur.ret.Load()
 		if float64(ret+1) <= b.ratio*float64(req) {
-			b.bucket(e).ret.Add(1)
+			cur.ret.Add(1)
 			b.retries.Add(1)
 			return true
 		}
@@ -209,6 +212,30 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 	}
 	b.refused.Add(1)
 	return false
+}
+
+// sumClosed sums the buckets of the window before bucket e. Concurrent
+// callers may both compute it; they store the same sums.
+func (b *Budget) sumClosed(e int64) {
+	var req, ret int64
+	for i := range b.ring {
+		x := &b.ring[i]
+		if ep := x.epoch.Load(); ep != emptySlot && ep < e && ep > e-ratioBuckets {
+			req += x.req.Load()
+			ret += x.ret.Load()
+		}
+	}
+	b.closedReq.Store(req)
+	b.closedRet.Store(ret)
+	b.closedAt.Store(e)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
 }
 
 // Request is RequestAt(time.Now()).

@@ -201,6 +201,34 @@ func BenchmarkBudget(b *testing.B) {
 			bu.TryRetryAt(now)
 		}
 	})
+	b.Run("request-per-timenow", func(b *testing.B) {
+		// The same-run ratio: chunks of RequestAt+TryRetryAt and of
+		// time.Now interleaved.
+		bu := NewBudget()
+		now := t0
+		var inBudget, inNow time.Duration
+		n := 0
+		var sink time.Time
+		for b.Loop() {
+			s := time.Now()
+			for range 1000 {
+				now = now.Add(time.Microsecond)
+				bu.RequestAt(now)
+				bu.TryRetryAt(now)
+			}
+			m := time.Now()
+			for range 1000 {
+				sink = time.Now()
+			}
+			inBudget += m.Sub(s)
+			inNow += time.Since(m)
+			n += 1000
+		}
+		_ = sink
+		b.ReportMetric(float64(inBudget)/float64(n), "request+retry-ns")
+		b.ReportMetric(float64(inNow)/float64(n), "timenow-ns")
+		b.ReportMetric(float64(inBudget)/float64(inNow), "budget/timenow")
+	})
 	b.Run("request+retry-at", func(b *testing.B) {
 		bu := NewBudget()
 		now := t0
@@ -229,4 +257,21 @@ func BenchmarkBudget(b *testing.B) {
 			}
 		})
 	})
+}
+
+func TestBudgetAcrossTheEpoch(t *testing.T) {
+	// Virtual clocks that start before 1970 and cross it keep the window.
+	b := NewBudget(WithFloor(0, 0))
+	start := time.Unix(-5, 0)
+	granted := 0
+	for ms := 0; ms < 10000; ms++ {
+		now := start.Add(time.Duration(ms) * time.Millisecond)
+		b.RequestAt(now)
+		if b.TryRetryAt(now) {
+			granted++
+		}
+	}
+	if granted < 990 || granted > 1000 {
+		t.Errorf("%d retries for 10000 requests across 1970, want ≈ 1000", granted)
+	}
 }

@@ -38,6 +38,31 @@ func BenchmarkThrottle(b *testing.B) {
 			}
 		})
 	})
+	b.Run("allow-per-timenow", func(b *testing.B) {
+		// The same-run ratio, robust to a busy machine: chunks of Allow
+		// (with Accept) and of time.Now interleaved.
+		t := New()
+		var inAllow, inNow time.Duration
+		n := 0
+		for b.Loop() {
+			s := time.Now()
+			for range 1000 {
+				if t.Allow(levee.Critical) == nil {
+					t.Accept(levee.Critical)
+				}
+			}
+			m := time.Now()
+			for range 1000 {
+				sinkTime = time.Now()
+			}
+			inAllow += m.Sub(s)
+			inNow += time.Since(m)
+			n += 1000
+		}
+		b.ReportMetric(float64(inAllow)/float64(n), "allow-ns")
+		b.ReportMetric(float64(inNow)/float64(n), "timenow-ns")
+		b.ReportMetric(float64(inAllow)/float64(inNow), "allow/timenow")
+	})
 	b.Run("allow-at", func(b *testing.B) {
 		t := New()
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

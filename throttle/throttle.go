@@ -287,7 +287,7 @@ func (t *Throttle) fold(us int64) {
 	}
 	if li > st.longIdx {
 		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
-			b := int(uint64(j) % longBuckets)
+			b := int((j%longBuckets + longBuckets) % longBuckets)
 			for c := range st.longR[b] {
 				st.sumR[c] -= st.longR[b][c]
 				st.sumA[c] -= st.longA[b][c]
@@ -296,7 +296,7 @@ func (t *Throttle) fold(us int64) {
 		}
 		st.longIdx = li
 	}
-	b := int(uint64(li) % longBuckets)
+	b := int((li%longBuckets + longBuckets) % longBuckets)
 	for c := range t.crit {
 		r, a, l := t.crit[c].req.Load(), t.crit[c].acc.Load(), t.crit[c].rej.Load()
 		dr, da, dl := float64(r-st.seenReq[c]), float64(a-st.seenAcc[c]), float64(l-st.seenRej[c])

@@ -469,3 +469,19 @@ func TestOnsetLikeSRE(t *testing.T) {
 		}
 	}
 }
+
+func TestAcrossTheEpoch(t *testing.T) {
+	// The long window's ring must not fold buckets onto each other when
+	// virtual time crosses 1970.
+	th := New()
+	start := time.Unix(-60, 0)
+	for i := range 240000 { // 2 minutes at 2000/s, one in ten accepted
+		now := start.Add(time.Duration(i) * 500 * time.Microsecond)
+		if th.AllowAt(now, levee.Critical) == nil && i%10 == 0 {
+			th.AcceptAt(now, levee.Critical)
+		}
+	}
+	if p := th.RejectProbabilityAt(start.Add(2*time.Minute), levee.Critical); p < 0.7 {
+		t.Errorf("P = %.3f after 2 minutes at 10× across 1970, want ≈ 0.8", p)
+	}
+}
