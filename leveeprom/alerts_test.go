@@ -49,6 +49,7 @@ func exported(t *testing.T) map[string][]string {
 		newAdmitCollector(func() admit.Snapshot { return snap }, nil),
 		tc,
 		NewBudgetCollector(retry.NewBudget()),
+		NewEventCollector(),
 	)
 	mfs, err := reg.Gather()
 	if err != nil {

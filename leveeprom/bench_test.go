@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +20,10 @@ func observedController(tb testing.TB, observed bool) *admit.Controller {
 	tb.Helper()
 	sig := &fixedSignal{name: "cpu", value: 0.5, target: 0.8}
 	opts := []admit.Option{admit.WithSignals(sig)}
-	var events atomic.Int64
+	ev := NewEventCollector()
 	if observed {
 		opts = append(opts,
-			admit.WithObserver(func(admit.Event) { events.Add(1) }),
+			admit.WithObserver(ev.Observe),
 			admit.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
 		)
 	}
@@ -32,7 +31,7 @@ func observedController(tb testing.TB, observed bool) *admit.Controller {
 	ctl.Step(t0)
 	if observed {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(NewAdmitCollector(ctl))
+		reg.MustRegister(NewAdmitCollector(ctl), ev)
 		if _, err := reg.Gather(); err != nil {
 			tb.Fatal(err)
 		}

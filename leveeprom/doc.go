@@ -2,8 +2,11 @@
 // collectors you register on your own prometheus.Registerer (levee never
 // touches the global registry):
 //
+//	ev := leveeprom.NewEventCollector()
+//	ctl := admit.New(admit.WithObserver(ev.Observe), …)
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(
+//		ev,                                            // server: state changes
 //		leveeprom.NewAdmitCollector(ctl),              // server: *admit.Controller
 //		leveeprom.NewBudgetCollector(nil),             // client: retry.DefaultBudget()
 //	)
@@ -12,9 +15,10 @@
 //	reg.MustRegister(tc)
 //
 // The collectors read Controller.Snapshot, Throttle.Stats and Budget.Stats
-// when Prometheus scrapes; nothing is counted on the request path, so a
-// service pays the same per request with metrics as without (see
-// BenchmarkAccept).
+// when Prometheus scrapes, and the EventCollector is called by the
+// controller's loop on state changes only; nothing is counted on the
+// request path, so a service pays the same per request with metrics as
+// without (see BenchmarkAccept and BenchmarkAcceptInterleaved).
 //
 // # Metrics
 //
@@ -44,6 +48,11 @@
 //	levee_tenant_shed_requests_per_second           gauge    shed rate taken from heavy tenants
 //	levee_caller_gone_total                         counter  admitted, then the caller gave up
 //	levee_learned_routes                            gauge    routes with a learned service time
+//
+// Admission state changes (EventCollector, fed by admit.WithObserver):
+//
+//	levee_state_changes_total{kind}                 counter  overload_start, overload_end, degrade_changed,
+//	                                                         drill_start, drill_end, no_retry_start, no_retry_end
 //
 // Client (ThrottleCollector, BudgetCollector):
 //

@@ -27,7 +27,7 @@ func exported(t *testing.T) []string {
 	tc := leveeprom.NewThrottleCollector()
 	tc.Add("api", throttle.New())
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(leveeprom.NewAdmitCollector(ctl), tc, leveeprom.NewBudgetCollector(retry.NewBudget()))
+	reg.MustRegister(leveeprom.NewAdmitCollector(ctl), tc, leveeprom.NewBudgetCollector(retry.NewBudget()), leveeprom.NewEventCollector())
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
