@@ -210,6 +210,9 @@ func (t *Throttle) allow(us int64, i int) error {
 	s := &t.crit[i]
 	n := s.req.Add(1)
 	th := t.thresh[i].Load()
+	// A Weyl sequence (n·2⁶⁴/φ) rather than a hash of n: equidistributed
+	// like random draws but with no clustering, so the share sent over
+	// any stretch of requests is 1−P almost exactly.
 	if th == 0 || t.seed+n*0x9e3779b97f4a7c15 >= th {
 		return nil
 	}
@@ -408,16 +411,6 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-// mix is splitmix64's finalizer: a counter in, a uniform 64-bit value out.
-func mix(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }
 
 // Stats are a Throttle's counters, for metrics. Counters are cumulative
