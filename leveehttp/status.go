@@ -77,7 +77,8 @@ func WithStatusTitle(t string) StatusOption {
 //
 // The same data is served as JSON when the request has ?format=json or its
 // path ends in ".json"; ?history=N limits the history to the last N samples
-// (0: current state only).
+// (0: current state only) and ?since=SEQ to the samples after sequence
+// number SEQ (the page polls with it, fetching about one sample a second).
 //
 // A goroutine samples the controller once per interval into a bounded ring
 // buffer; it reads Controller.Snapshot and costs the accept path nothing.
@@ -240,11 +241,15 @@ func (s *Status) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			n = min(v, n)
 		}
 	}
+	var since uint64
+	if v, err := strconv.ParseUint(q.Get("since"), 10, 64); err == nil {
+		since = v
+	}
 	h := w.Header()
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if q.Get("format") == "json" || strings.HasSuffix(r.URL.Path, ".json") {
-		body := s.json(n)
+		body := s.json(n, since)
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		if r.Method != http.MethodHead {
@@ -255,7 +260,7 @@ func (s *Status) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The page needs nothing from anywhere else: say so to the browser.
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
 	h.Set("Content-Type", "text/html; charset=utf-8")
-	body := s.json(s.cfg.history)
+	body := s.json(s.cfg.history, 0)
 	h.Set("Content-Length", strconv.Itoa(len(s.pageHead)+len(body)+len(s.pageTail)))
 	if r.Method == http.MethodHead {
 		return
@@ -269,6 +274,7 @@ func (s *Status) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // oldest first (the latest sample is also the history's last).
 type statusJSON struct {
 	IntervalSeconds float64      `json:"interval_s"`
+	HistoryMax      int          `json:"history_max"`
 	Current         *sampleJSON  `json:"current"`
 	History         []sampleJSON `json:"history"`
 }
@@ -376,20 +382,23 @@ func toJSON(x statusSample) sampleJSON {
 	return out
 }
 
-func (s *Status) json(n int) []byte {
+// json encodes the current sample and the last n samples of the history
+// whose sequence number is above since.
+func (s *Status) json(n int, since uint64) []byte {
 	s.mu.Lock()
 	hist := s.historyLocked(max(n, 1))
 	s.mu.Unlock()
-	doc := statusJSON{IntervalSeconds: s.cfg.interval.Seconds(), History: make([]sampleJSON, 0, len(hist))}
-	for _, x := range hist {
-		doc.History = append(doc.History, toJSON(x))
-	}
-	if len(doc.History) > 0 {
-		cur := doc.History[len(doc.History)-1]
+	doc := statusJSON{IntervalSeconds: s.cfg.interval.Seconds(), HistoryMax: s.cfg.history, History: make([]sampleJSON, 0, len(hist))}
+	if len(hist) > 0 {
+		cur := toJSON(hist[len(hist)-1])
 		doc.Current = &cur
 	}
-	if n == 0 {
-		doc.History = doc.History[:0]
+	if n > 0 {
+		for _, x := range hist {
+			if x.seq > since {
+				doc.History = append(doc.History, toJSON(x))
+			}
+		}
 	}
 	b, err := json.Marshal(doc) // escapes <, > and &: safe inside <script>
 	if err != nil {

@@ -128,6 +128,7 @@ type statusDOM struct {
 	Crits    map[string]map[string]string `json:"crits"`
 	Paths    int                          `json:"paths"`
 	Rendered string                       `json:"rendered"`
+	Samples  string                       `json:"samples"`
 }
 
 const statusReadDOM = `(() => {
@@ -147,7 +148,8 @@ const statusReadDOM = `(() => {
     seq: q('#seq').dataset.value, state: q('#state').dataset.value, fields: fields,
     signals: rows('#signals tr[data-signal]'), crits: rows('#crit tr[data-crit]'),
     paths: document.querySelectorAll('svg path').length,
-    rendered: document.body.dataset.rendered || ''
+    rendered: document.body.dataset.rendered || '',
+    samples: document.body.dataset.samples || ''
   };
 })()`
 
@@ -236,6 +238,13 @@ func TestStatusBrowser(t *testing.T) {
 	}
 	if first.Seq == second.Seq || first.Signals["cpu"]["value"] == second.Signals["cpu"]["value"] || first.Crits["SHEDDABLE"]["admitted"] == second.Crits["SHEDDABLE"]["admitted"] && first.Crits["SHEDDABLE"]["rejected"] == second.Crits["SHEDDABLE"]["rejected"] {
 		t.Errorf("DOM did not change in %v: seq %s → %s, cpu %s → %s", time.Since(firstAt), first.Seq, second.Seq, first.Signals["cpu"]["value"], second.Signals["cpu"]["value"])
+	}
+	// The page keeps its own history, polling only for new samples: it
+	// must hold every sample up to the one it shows.
+	for _, d := range []statusDOM{first, second} {
+		if d.Samples != d.Seq {
+			t.Errorf("page holds %s samples at seq %s, want %s", d.Samples, d.Seq, d.Seq)
+		}
 	}
 	if second.Paths < 4 {
 		t.Errorf("%d SVG paths in the page, want the charts drawn (≥ 4)", second.Paths)

@@ -40,6 +40,7 @@ func (s *statusScript) set(f func(*admit.Snapshot)) {
 // statusDoc mirrors the JSON document for decoding in tests.
 type statusDoc struct {
 	IntervalSeconds float64        `json:"interval_s"`
+	HistoryMax      int            `json:"history_max"`
 	Current         *statusDocItem `json:"current"`
 	History         []statusDocItem
 }
@@ -139,6 +140,16 @@ func TestStatusSampling(t *testing.T) {
 		}
 		if got, want := doc.IntervalSeconds, 1.0; got != want {
 			t.Errorf("interval_s = %v, want %v", got, want)
+		}
+		since := statusGetJSON(t, st, "/status?format=json&since=6")
+		if got := statusSeqs2(since.History); len(got) != 2 || got[0] != 7 || got[1] != 8 {
+			t.Errorf("since=6: history seqs %v, want [7 8]", got)
+		}
+		if since.Current == nil || since.Current.Seq != 8 {
+			t.Errorf("since=6: current %+v, want seq 8", since.Current)
+		}
+		if got := statusGetJSON(t, st, "/status?format=json&since=8"); len(got.History) != 0 || got.Current.Seq != 8 {
+			t.Errorf("since=8: %d samples and current %d, want none and 8", len(got.History), got.Current.Seq)
 		}
 		st.Stop()
 		st.Stop() // idempotent
@@ -242,7 +253,7 @@ func TestStatusPage(t *testing.T) {
 	body := rec.Body.String()
 	for _, want := range []string{
 		"<title>api &lt;prod&gt;</title>",
-		`<script id="initial" type="application/json">{"interval_s":1,"current":{"seq":1,`,
+		`<script id="initial" type="application/json">{"interval_s":1,"history_max":300,"current":{"seq":1,`,
 		"function chart(", // the script is inline
 		".badge {",        // so is the style sheet
 	} {
@@ -284,6 +295,14 @@ func TestStatusRingOrder(t *testing.T) {
 			t.Fatalf("after %d samples: last seq %d", i+2, last)
 		}
 	}
+}
+
+func statusSeqs2(h []statusDocItem) []uint64 {
+	var out []uint64
+	for _, x := range h {
+		out = append(out, x.Seq)
+	}
+	return out
 }
 
 func statusSeqs(h []statusSample) []uint64 {

@@ -190,8 +190,22 @@
     });
   }
 
+  // hist is the page's copy of the history, oldest first; each poll asks
+  // only for the samples after the last one it holds.
+  var hist = [];
+
+  function merge(doc) {
+    var last = hist.length ? hist[hist.length - 1].seq : 0;
+    if (doc.current.seq < last) { hist = []; last = 0; } // the server restarted
+    doc.history.forEach(function (h) { if (h.seq > last) { hist.push(h); } });
+    if (!hist.length || hist[hist.length - 1].seq !== doc.current.seq) {
+      if (doc.current.seq > last) { hist.push(doc.current); }
+    }
+    var max = doc.history_max || 300;
+    if (hist.length > max) { hist = hist.slice(hist.length - max); }
+  }
+
   function renderCharts(doc) {
-    var hist = doc.history.length ? doc.history : [doc.current];
     var times = hist.map(function (h) { return Date.parse(h.time); });
     var window = Math.max(60, hist.length * doc.interval_s) * 1000;
     var box = $('#signal-charts');
@@ -258,18 +272,21 @@
 
   function render(doc) {
     if (!doc || !doc.current) { return; }
+    merge(doc);
     renderState(doc.current);
     renderSignals(doc.current);
     renderCrit(doc.current);
     renderCharts(doc);
     document.body.dataset.rendered = String(doc.current.seq);
+    document.body.dataset.samples = String(hist.length);
   }
 
   var busy = false;
   function poll() {
     if (busy) { return; }
     busy = true;
-    fetch('?format=json', { cache: 'no-store' }).then(function (r) {
+    var since = hist.length ? hist[hist.length - 1].seq : 0;
+    fetch('?format=json&since=' + since, { cache: 'no-store' }).then(function (r) {
       if (!r.ok) { throw new Error('HTTP ' + r.status); }
       return r.json();
     }).then(function (doc) {
