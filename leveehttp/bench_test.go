@@ -162,3 +162,40 @@ func BenchmarkTransport(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHandlerLoopback sends real requests over one keep-alive loopback
+// connection to a server without and with levee (NewHandler with a real
+// controller, Listener and ConnContext), so that levee's cost is seen next
+// to that of net/http itself. Allocations count client and server.
+func BenchmarkHandlerLoopback(b *testing.B) {
+	for _, bc := range []struct {
+		name            string
+		levee, listener bool
+	}{{"bare", false, false}, {"levee", true, false}, {"levee-listener", true, true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var h http.Handler = okHandler
+			srv := httptest.NewUnstartedServer(h)
+			if bc.levee {
+				srv.Config.Handler = NewHandler(okHandler, admit.New())
+			}
+			if bc.listener {
+				srv.Listener = Listener(srv.Listener)
+				srv.Config.ConnContext = ConnContext
+			}
+			srv.Start()
+			defer srv.Close()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+			defer client.CloseIdleConnections()
+			req, _ := http.NewRequest("GET", srv.URL+"/api", nil)
+			req.Header.Set("Levee-Timeout-Ms", "5000")
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
