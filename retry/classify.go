@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -37,7 +38,7 @@ func (c Class) String() string {
 	case NotSent:
 		return "unsent"
 	}
-	return "Class(" + itoa(int(c)) + ")"
+	return "Class(" + strconv.Itoa(int(c)) + ")"
 }
 
 type markedError struct {
@@ -148,7 +149,7 @@ func (s Stop) String() string {
 	case StopDeadline:
 		return "deadline"
 	}
-	return "Stop(" + itoa(int(s)) + ")"
+	return "Stop(" + strconv.Itoa(int(s)) + ")"
 }
 
 // ErrBudgetExhausted matches (errors.Is) every error returned because the
@@ -178,7 +179,7 @@ type GiveUpError struct {
 
 // Error returns e.g. "retry: gave up after 3 attempts (attempts): levee: rejected: overloaded".
 func (e *GiveUpError) Error() string {
-	return "retry: gave up after " + itoa(e.Attempts) + " attempts (" + e.Stop.String() + "): " + e.Err.Error()
+	return "retry: gave up after " + strconv.Itoa(e.Attempts) + " attempts (" + e.Stop.String() + "): " + e.Err.Error()
 }
 
 // Unwrap returns, in this order, ErrBudgetExhausted (budget stops), the

@@ -3,6 +3,7 @@ package retry
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -38,7 +39,7 @@ func (j Jitter) String() string {
 	case NoJitter:
 		return "none"
 	}
-	return "Jitter(" + itoa(int(j)) + ")"
+	return "Jitter(" + strconv.Itoa(int(j)) + ")"
 }
 
 // Defaults of a zero Policy.
@@ -212,26 +213,4 @@ func (p Policy) Backoff(n int, prev time.Duration, u float64) time.Duration {
 		return ceil
 	}
 	return max(min(time.Duration(w), ceil), 0)
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var buf [20]byte
-	i := len(buf)
-	for n > 0 {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		buf[i] = '-'
-	}
-	return string(buf[i:])
 }
