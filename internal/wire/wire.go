@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -465,8 +466,8 @@ func FormatRetryAfterMs(d time.Duration) string {
 }
 
 // ParseRetryAfter parses standard Retry-After values at time now: whole
-// seconds (clamped to MaxRetryAfter) or an HTTP date (a date in the past
-// gives 0). Of several valid values it returns the longest; with none valid
+// seconds (clamped to MaxRetryAfter) or an HTTP date in any of the three
+// formats http.ParseTime accepts (a date in the past gives 0). Of several valid values it returns the longest; with none valid
 // it returns 0, false. Only the date form allocates.
 func ParseRetryAfter(vals []string, now time.Time) (time.Duration, bool) {
 	best, found := time.Duration(0), false
@@ -475,7 +476,7 @@ func ParseRetryAfter(vals []string, now time.Time) (time.Duration, bool) {
 		var d time.Duration
 		if n, ok := parseInt(v, int64(MaxRetryAfter/time.Second)); ok && v[0] != '-' {
 			d = time.Duration(n) * time.Second
-		} else if t, err := time.Parse(time.RFC1123, v); err == nil && strings.HasSuffix(v, " GMT") {
+		} else if t, err := http.ParseTime(v); err == nil {
 			d = min(max(t.Sub(now), 0), MaxRetryAfter)
 		} else {
 			continue
