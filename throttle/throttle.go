@@ -149,7 +149,6 @@ type state struct {
 	recR, recA, recL [levee.NumCriticalities]float64
 	longR, longA     [longBuckets][levee.NumCriticalities]float64
 	sumR, sumA       [levee.NumCriticalities]float64
-	prob             [levee.NumCriticalities]float64
 }
 
 // New returns a Throttle with K 2, a 2-minute window and a 1-second recovery
@@ -309,14 +308,8 @@ func (t *Throttle) fold(us int64) {
 		st.recL[c] = st.recL[c]*decay + dl
 		st.longR[b][c] += dr
 		st.longA[b][c] += da
-		st.sumR[c] += dr
+		st.sumR[c] += dr // whole numbers: exact in float64
 		st.sumA[c] += da
-		if st.sumR[c] < 0.5 { // float drift after many folds
-			st.sumR[c] = 0
-		}
-		if st.sumA[c] < 0.5 {
-			st.sumA[c] = 0
-		}
 	}
 	long := ladder(&st.sumR, &st.sumA, t.k, 0)
 	if t.recovery > 0 {
@@ -328,7 +321,6 @@ func (t *Throttle) fold(us int64) {
 			long[c] = min(long[c], recent[c])
 		}
 	}
-	st.prob = long
 	for c := range t.crit {
 		t.thresh[c].Store(threshold(long[c]))
 	}
