@@ -136,8 +136,8 @@ func WithHealthPaths(paths ...string) HandlerOption {
 }
 
 // WithLoadHeader adds Levee-Load (the controller's Load: max over signals of
-// value ÷ target, 1.0 = at target, three decimals) to every response, for
-// load balancers. Default off.
+// value ÷ target, 1.0 = at target, three decimals) to every response,
+// health probes and rejections included, for load balancers. Default off.
 func WithLoadHeader(on bool) HandlerOption {
 	return func(c *handlerConfig) { c.loadHeader = on }
 }
@@ -247,15 +247,15 @@ var (
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := h.cfg.now()
 	arrival := arrivalOf(r, now) // also for probes: it re-arms the connection
+	if h.cfg.loadHeader {
+		w.Header()[h.cfg.names.Load] = h.loadHeader()
+	}
 	if h.cfg.health[r.URL.Path] {
 		h.next.ServeHTTP(w, r)
 		return
 	}
 	if h.cfg.queue != nil {
 		h.cfg.queue.Observe(now.Sub(arrival))
-	}
-	if h.cfg.loadHeader {
-		w.Header()[h.cfg.names.Load] = h.loadHeader()
 	}
 	ctx := r.Context()
 	if ctx.Err() != nil {
