@@ -31,6 +31,9 @@ type Options struct {
 	// Start and Horizon bound the Stats time series (100ms buckets).
 	Start   time.Time
 	Horizon time.Duration
+	// Extra names further protections: a Protection found here puts the
+	// application handler behind its Wrap.
+	Extra map[string]Wrap
 }
 
 // Server is the backend service: the application handler, optionally
@@ -83,7 +86,11 @@ func New(o Options) (*Server, error) {
 		}
 		s.Handler = s.Stats.Count(h)
 	default:
-		return nil, fmt.Errorf("backend: unknown protection %q", o.Protection)
+		w, ok := o.Extra[o.Protection]
+		if !ok || w == nil {
+			return nil, fmt.Errorf("backend: unknown protection %q", o.Protection)
+		}
+		s.Handler = s.Stats.Count(w(app))
 	}
 	return s, nil
 }

@@ -192,6 +192,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut, stop <-chan str
 		Work:       work,
 		Start:      time.Now(),
 		Horizon:    cfg.Limit + time.Minute,
+		Extra:      extra,
 	})
 	if err != nil {
 		out.send("error", err.Error())
