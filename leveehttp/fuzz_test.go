@@ -68,3 +68,38 @@ func FuzzHandlerHeaders(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRejection feeds arbitrary statuses and rejection headers to the
+// Transport's response classifier: only 503 with Levee-Reject, 429 and 504
+// are rejections, their delay stays within 0..24 h, and no-retry comes only
+// from the headers.
+func FuzzRejection(f *testing.F) {
+	f.Add(503, "overloaded; no-retry", "1500", "2")
+	f.Add(503, "", "", "")
+	f.Add(429, "quota", "-1", "Sun, 29 Nov 2026 12:00:05 GMT")
+	f.Add(504, "bogus", "NaN", "-4")
+	f.Add(200, "overloaded", "99999999999999999999", "1")
+	f.Fuzz(func(t *testing.T, code int, reject, ms, ra string) {
+		h := http.Header{}
+		for k, v := range map[string]string{"Levee-Reject": reject, "Levee-Retry-After-Ms": ms, "Retry-After": ra} {
+			if v != "" {
+				h[k] = []string{v}
+			}
+		}
+		rej := rejection(&http.Response{StatusCode: code, Header: h}, t0, &defaultNames)
+		_, _, hasReject := wire.ParseReject(h["Levee-Reject"])
+		want := code == 429 || code == 504 || code == 503 && hasReject
+		if (rej != nil) != want {
+			t.Fatalf("status %d, Levee-Reject %q: rejection %v; want %v", code, reject, rej, want)
+		}
+		if rej == nil {
+			return
+		}
+		if rej.RetryAfter < 0 || rej.RetryAfter > 24*time.Hour {
+			t.Fatalf("delay %v out of range", rej.RetryAfter)
+		}
+		if got := map[int]levee.Reason{503: levee.Overloaded, 429: levee.Quota, 504: levee.Deadline}[code]; rej.Reason != got {
+			t.Fatalf("status %d gave reason %v; want %v", code, rej.Reason, got)
+		}
+	})
+}

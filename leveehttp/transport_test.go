@@ -512,3 +512,38 @@ func TestTransportAttemptTimeout(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestTransportConcurrent(t *testing.T) {
+	fb := &fakeBackend{script: func(n int, _ *http.Request) *http.Response {
+		if n%3 == 0 {
+			return overloaded()()
+		}
+		return answer(200)
+	}}
+	tr := NewTransport(fb, WithPolicy(retry.Policy{Budget: retry.NewBudget(), Base: time.Microsecond}))
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				req, _ := http.NewRequestWithContext(ctx, "PUT", "http://backend/", strings.NewReader("payload"))
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fb.unclosed(); n != 0 {
+		t.Errorf("%d response bodies left unclosed", n)
+	}
+	for i, b := range fb.bodies {
+		if string(b) != "payload" {
+			t.Fatalf("attempt %d sent %q", i, b)
+		}
+	}
+}
