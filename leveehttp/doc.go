@@ -47,7 +47,7 @@
 //	reason      status  headers
 //	overloaded  503     Retry-After (s ≥ 1), Levee-Retry-After-Ms, Levee-Reject: overloaded[; no-retry]
 //	quota       429     Retry-After (s ≥ 1), Levee-Retry-After-Ms, Levee-Reject: quota
-//	deadline    504     Levee-Reject: deadline
+//	deadline    504     Levee-Reject: deadline[; no-retry]
 //	throttled   503     as overloaded, always "; no-retry"
 //
 // Retry-After and Levee-Retry-After-Ms are jittered by ±25% around the
