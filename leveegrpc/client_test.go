@@ -253,6 +253,10 @@ func TestClientThrottles(t *testing.T) {
 	target, dopt := startServer(t, bufNet, &echoImpl{}, grpc.ChainUnaryInterceptor(r.unary))
 	var w waits
 	c := testClient(&w, retry.Policy{MaxAttempts: 1}, WithThrottle(throttle.NewGroup(throttle.WithSeed(1))))
+	// Virtual time for the throttle: each clock read advances 10ms, so the
+	// calls span seconds of its window.
+	virtual := time.Now()
+	c.now = func() time.Time { virtual = virtual.Add(10 * time.Millisecond); return virtual }
 	cc := dial(t, target, append(c.DialOptions(), dopt)...)
 	const calls = 200
 	throttled := 0

@@ -33,6 +33,7 @@ type Server struct {
 	load     bool
 	inflight atomic.Int64
 	tenants  internTable
+	reaper   reaper
 }
 
 // Option configures a Server.
@@ -128,25 +129,97 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // leaks.
 func (s *Server) InFlight() int64 { return s.inflight.Load() }
 
-// admitted is a ticket taken by InHandle, handed to the interceptors through
-// the context the tap returns (key admittedKey). Whoever sees the request
-// end first releases it: the interceptor when the handler returns, or, when
-// no interceptor runs (unknown method, interceptors not installed, stream
-// aborted before its handler), context.AfterFunc on the stream's context,
-// which gRPC cancels whenever a stream ends.
+// admitted is a ticket taken by InHandle. It is also the context the tap
+// returns (a context node answering admittedKey with itself), which is how
+// the interceptors find it: the interceptor that does releases the ticket
+// when the handler returns. If no interceptor runs (none installed,
+// unknown method, a unary message that never arrived, a stream aborted
+// before its handler) the Server's reaper releases it once gRPC has
+// cancelled the stream's context, which it does whenever a stream ends.
 type admitted struct {
+	context.Context
 	s        *Server
 	ticket   admit.Ticket
 	released atomic.Bool
-	stop     func() bool
+	next     *admitted // reaper list
 }
 
 type admittedKey struct{}
+
+func (a *admitted) Value(key any) any {
+	if _, ok := key.(admittedKey); ok {
+		return a
+	}
+	return a.Context.Value(key)
+}
 
 func (a *admitted) release(err error) {
 	if a.released.CompareAndSwap(false, true) {
 		a.ticket.Done(err)
 		a.s.inflight.Add(-1)
+	}
+}
+
+// reapPeriod is how often the reaper looks for tap tickets whose stream
+// ended without an interceptor releasing them.
+const reapPeriod = 100 * time.Millisecond
+
+// reaper releases the tickets of streams that ended without reaching an
+// interceptor. The tap pushes every ticket it takes on a lock-free stack (a
+// compare-and-swap: cheaper than a context.AfterFunc per request, which
+// costs a registration in the stream context's children and five
+// allocations); a goroutine, running only while tickets are outstanding,
+// moves them to its own list every reapPeriod and drops those released,
+// releasing (with the context's error) those whose stream context is done.
+type reaper struct {
+	head    atomic.Pointer[admitted]
+	running atomic.Bool
+}
+
+func (r *reaper) add(a *admitted) {
+	for {
+		old := r.head.Load()
+		a.next = old
+		if r.head.CompareAndSwap(old, a) {
+			break
+		}
+	}
+	if !r.running.Load() && r.running.CompareAndSwap(false, true) {
+		go r.run()
+	}
+}
+
+func (r *reaper) run() {
+	var pending []*admitted
+	t := time.NewTicker(reapPeriod)
+	defer t.Stop()
+	for range t.C {
+		for a := r.head.Swap(nil); a != nil; {
+			next := a.next
+			a.next = nil
+			pending = append(pending, a)
+			a = next
+		}
+		keep := pending[:0]
+		for _, a := range pending {
+			switch {
+			case a.released.Load():
+			case a.Err() != nil:
+				a.release(a.Err())
+			default:
+				keep = append(keep, a)
+			}
+		}
+		clear(pending[len(keep):])
+		pending = keep
+		if len(pending) == 0 {
+			r.running.Store(false)
+			// A ticket pushed after the Swap saw running set and started
+			// nothing: take over again unless another goroutine did.
+			if r.head.Load() == nil || !r.running.CompareAndSwap(false, true) {
+				return
+			}
+		}
 	}
 }
 
@@ -174,13 +247,12 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 		return nil, Status(s.advise(levee.AsRejected(err))).Err()
 	}
 	s.inflight.Add(1)
-	a := &admitted{s: s, ticket: t}
 	if l := t.DegradeLevel(); l != 0 {
 		ctx = degrade.WithLevel(ctx, l)
 	}
-	ctx = context.WithValue(ctx, admittedKey{}, a)
-	a.stop = context.AfterFunc(ctx, func() { a.release(ctx.Err()) })
-	return ctx, nil
+	a := &admitted{Context: ctx, s: s, ticket: t}
+	s.reaper.add(a)
+	return a, nil
 }
 
 // UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
@@ -191,7 +263,6 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 // grpc-retry-pushback-ms trailer with them.
 func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
-		a.stop()
 		defer func() { a.release(err); err = s.finish(ctx, err, nil) }()
 		return handler(ctx, req)
 	}
@@ -227,7 +298,6 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx := ss.Context()
 	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
-		a.stop()
 		defer func() { a.release(err); err = s.finish(ctx, err, ss) }()
 		return handler(srv, ss)
 	}

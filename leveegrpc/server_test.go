@@ -259,6 +259,14 @@ func TestStreamReleasedOnCancel(t *testing.T) {
 					t.Errorf("unknown method: %v, want Unimplemented", err)
 				}
 				waitInFlight(t, s, 0)
+				// The reaper's goroutine stops once nothing is outstanding.
+				deadline := time.Now().Add(5 * time.Second)
+				for s.reaper.running.Load() {
+					if time.Now().After(deadline) {
+						t.Fatal("reaper still running with nothing outstanding")
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
 			})
 		}
 	}
