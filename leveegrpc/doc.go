@@ -18,9 +18,12 @@
 //     interceptors through the context it returns (an unexported key); the
 //     interceptor that finds it does not admit again and releases the
 //     ticket when the handler returns. If no interceptor runs (none
-//     installed, unknown method, stream aborted before its handler) the
-//     ticket is released by context.AfterFunc when gRPC cancels the stream's
-//     context, which it does whenever a stream ends.
+//     installed, unknown method, a unary message that never arrived, a
+//     stream aborted before its handler) a reaper releases the ticket
+//     within 100 ms of gRPC cancelling the stream's context, which it does
+//     whenever a stream ends. (The tap pushes each ticket on a lock-free
+//     stack; a goroutine runs only while tickets are outstanding. A
+//     context.AfterFunc per request would cost five allocations.)
 //   - UnaryServerInterceptor and StreamServerInterceptor admit the request
 //     themselves when the tap did not, put its levee.Call and degradation
 //     level (degrade.FromContext) in the handler's context, release the
