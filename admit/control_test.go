@@ -100,13 +100,15 @@ func meets(w window) bool {
 // strict turns the full acceptance bounds into failures. Without it they
 // are logged and only the looser regression bounds (completed ≥ 0.85C,
 // |util−target| ≤ 0.10 in 1 s windows from 4 s after a change) fail the
-// test: the controller does not meet the full bounds in every window yet
-// (see the report in doc.go's "Measured" section).
+// test, so that a regression fails CI while -v logs how far a run is from
+// the full bounds. The control scenarios meet the full bounds today
+// (LEVEE_STRICT=1 go test -run TestControl ./admit); the ladder at exactly
+// 0.5C per level does not (see TestLadder).
 var strict = os.Getenv("LEVEE_STRICT") != ""
 
 func TestControlHoldsSignalAtTarget(t *testing.T) {
 	loads := []float64{1.1, 2, 5, 10}
-	seeds := []uint64{1, 2, 3, 4, 5}
+	seeds := testSeeds()
 	for _, load := range loads {
 		for _, seed := range seeds {
 			t.Run(fmt.Sprintf("%gC/seed%d", load, seed), func(t *testing.T) {
@@ -147,4 +149,13 @@ func TestControlHoldsSignalAtTarget(t *testing.T) {
 			})
 		}
 	}
+}
+
+// testSeeds returns the seeds the scenarios run with: five, or two under
+// the race detector.
+func testSeeds() []uint64 {
+	if raceEnabled {
+		return []uint64{1, 2}
+	}
+	return []uint64{1, 2, 3, 4, 5}
 }

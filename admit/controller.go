@@ -15,14 +15,22 @@ import (
 
 // Tuning constants of the control loop (see doc.go).
 const (
-	gain            = 0.35                   // exponent of the multiplicative correction per period
-	rateTau         = 200 * time.Millisecond // smoothing of arrival and admitted rates
+	estGain         = 0.35 // per period, towards the capacity estimate
+	fallbackGain    = 0.3  // per period, (value/target)^-gain when nothing was admitted
+	integralGain    = 0.05 // per period, of the slow load-error integral
+	rateJump        = 1.5  // a change of the arrival rate by this factor is taken at once
+	minLoad         = 0.5  // readings are clamped to [minLoad, maxLoad] ×target
+	maxLoad         = 2.0
+	rateTau         = time.Second            // smoothing of arrival rates (floods are taken at once)
+	admTau          = 200 * time.Millisecond // smoothing of the admitted rate
 	capTau          = time.Second            // smoothing of the capacity estimate
+	shareTau        = 2 * time.Second        // smoothing of the split between criticalities
 	retryTau        = 5 * time.Second        // smoothing of the retry share
 	retryBudget     = 0.1                    // the default retry budget ratio (retry.DefaultBudget)
 	noRetryOn       = 2 * retryBudget        // NoRetry above this retry share
 	noRetryOff      = 0.9 * noRetryOn        // and off again below this
 	episodeHold     = 500 * time.Millisecond // no shedding for this long ends an overload episode
+	endLoad         = 0.95                   // ... if the load is also below this
 	minRetryAfter   = 100 * time.Millisecond
 	maxRetryAfter   = time.Minute
 	defaultRecovery = time.Second // Retry-After before any episode was observed
@@ -31,7 +39,7 @@ const (
 	minSampleShift  = 3 // at most one request in 8 is sampled for tenant accounting
 	ringTarget      = fairq.RingSize / 2
 	lagPeriods      = 2                      // periods before a change shows in the signal
-	drainTime       = 500 * time.Millisecond // drain a flood's backlog over this long
+	drainTime       = 250 * time.Millisecond // drain a flood's backlog over about this long
 )
 
 // counter is an atomic counter alone on its cache line.
@@ -83,6 +91,7 @@ type Controller struct {
 	prevRetried uint64
 	rate        [levee.NumCriticalities]float64 // eligible arrivals per rank, smoothed
 	rateInit    bool
+	share       [levee.NumCriticalities]float64 // the same, smoothed slowly
 	admRate     float64
 	capEst      float64
 	shedding    bool
@@ -101,14 +110,13 @@ type Controller struct {
 	heavy       []fairq.Tenant
 	admHist     [lagPeriods + 2]float64 // admitted above capacity, per period
 	histPos     int
-	capStart    float64 // capacity estimate when the episode started
-	drain       float64 // estimated backlog (requests) still to drain
-	since, accN int
-	acc         float64
+	capStart    float64    // capacity estimate when the episode started
+	drain       float64    // estimated backlog (requests) still to drain
+	admCnt      [2]float64 // admitted in the last two periods (newest first)
+	prevLoad    float64
+	corr        float64                 // integral correction of the estimate
 	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
 	ratePos     int
-	debt        float64 // admitted above aim, requests
-	lastAim     float64
 }
 
 // New returns a Controller configured by opts. Without WithSignals it never
@@ -195,6 +203,7 @@ func (c *Controller) step(now time.Time) []Event {
 	c.last = now
 	sec := dt.Seconds()
 	ar := 1 - math.Exp(-sec/rateTau.Seconds())
+	aadm := 1 - math.Exp(-sec/admTau.Seconds())
 	ac := 1 - math.Exp(-sec/capTau.Seconds())
 	aretry := 1 - math.Exp(-sec/retryTau.Seconds())
 
@@ -232,18 +241,39 @@ func (c *Controller) step(now time.Time) []Event {
 		totalArr += float64(dA) / sec
 		c.prevArr[cr], c.prevRej[cr] = a, rej
 	}
+	ash := 1 - math.Exp(-sec/shareTau.Seconds())
+	for r := range c.share {
+		if !c.rateInit {
+			c.share[r] = rateNow[r]
+		} else {
+			c.share[r] += ash * (rateNow[r] - c.share[r])
+		}
+	}
+	// Arrival rates: smoothed over a second (their noise would move the
+	// ladder position every period), but a flood or a drop of a third or
+	// more is taken at once.
+	var total, totalNow float64
 	for r := range c.rate {
-		switch {
-		case !c.rateInit, rateNow[r] > tuneJump*c.rate[r]+1/sec:
-			c.rate[r] = rateNow[r] // rise at once: shed enough when a flood starts
-		default:
+		total += c.rate[r]
+		totalNow += rateNow[r]
+	}
+	// In counts per period, with a margin of three Poisson deviations so
+	// that arrival noise at low rates is not taken for a change.
+	exp, got := total*sec, totalNow*sec
+	margin := 3 * math.Sqrt(exp)
+	jump := !c.rateInit || got > rateJump*exp+margin+1 || got < exp/rateJump-margin-1
+	for r := range c.rate {
+		if jump {
+			c.rate[r] = rateNow[r]
+		} else {
 			c.rate[r] += ar * (rateNow[r] - c.rate[r])
 		}
 	}
+
 	if !c.rateInit {
 		c.admRate = totalAdm
 	} else {
-		c.admRate += ar * (totalAdm - c.admRate)
+		c.admRate += aadm * (totalAdm - c.admRate)
 	}
 	c.rateInit = true
 	var R float64
@@ -295,7 +325,8 @@ func (c *Controller) step(now time.Time) []Event {
 
 	// The control law (see doc.go): on entry, start from the capacity
 	// estimate and drain the queue the flood built before it was seen; then
-	// correct the admitted rate multiplicatively by (value/target)^-gain.
+	// move the admitted-rate target towards admitted ÷ load (lag-aligned),
+	// with a slow integral of the load error.
 	var events []Event
 	wasShedding := c.shedding
 	admCount := totalAdm * sec
@@ -315,10 +346,12 @@ func (c *Controller) step(now time.Time) []Event {
 				c.drain += max(0, x)
 			}
 		}
-		c.debt = 0
-		c.since, c.acc, c.accN = 0, 0, 0
+		c.corr = 1
 	} else if c.shedding {
 		switch {
+		case c.drain > 0 && load < 1:
+			// The signal already shows the backlog gone.
+			c.drain = 0
 		case c.drain > 0:
 			// The signal is saturated by the backlog: steer by the model
 			// (backlog shrinks by capacity − admitted) instead of
@@ -326,26 +359,21 @@ func (c *Controller) step(now time.Time) []Event {
 			c.drain -= c.capStart*sec - admCount
 			if c.drain <= 0.5*c.capStart*sec {
 				c.drain = 0
-				c.since, c.acc, c.accN = 0, 0, 0
 			}
+		case c.admCnt[0]+c.admCnt[1] >= 4 && load > 0.05:
+			// The signal now reflects what was admitted lagPeriods−1 and
+			// lagPeriods periods ago; admitted ÷ load over those periods is
+			// the admitted rate that puts the load at 1, and the arrival
+			// noise in both cancels. Move part of the way to it.
+			l := min(max(load, minLoad), maxLoad)
+			est := (c.admCnt[0] + c.admCnt[1]) / ((l + c.prevLoad) * sec)
+			// A slow integral of the load error removes what the estimate
+			// cannot see (admissions below the aim, work that is not
+			// proportional to admissions).
+			c.corr = min(max(c.corr*math.Pow(l, -integralGain), 0.7), 1.4)
+			c.target *= math.Pow(est*c.corr/c.target, estGain)
 		default:
-			// Correct once the last change has shown in the signal: skip
-			// the readings taken before it could, average the next two,
-			// then move most of the way (value/target)^-gain.
-			c.since++
-			if c.since > lagPeriods-1 {
-				c.acc += math.Log(min(max(load, tuneLo), tuneHi))
-				c.accN++
-			}
-			if c.accN >= 2 {
-				m := c.acc / float64(c.accN)
-				g := tuneGain
-				if m < 0 {
-					g = tuneGainUp
-				}
-				c.target *= math.Exp(-g * m)
-				c.since, c.acc, c.accN = 0, 0, 0
-			}
+			c.target *= math.Pow(min(max(load, minLoad), maxLoad), -fallbackGain)
 		}
 		c.target = min(c.target, 1.5*R)
 		c.target = max(c.target, 1e-3)
@@ -353,30 +381,18 @@ func (c *Controller) step(now time.Time) []Event {
 			c.capEst += ac * (lagged/load - c.capEst)
 		}
 	}
+	c.admCnt[1], c.admCnt[0] = c.admCnt[0], admCount
+	c.prevLoad = min(max(load, minLoad), maxLoad)
 	aim := c.target
 	if c.drain > 0 {
 		aim = max(0.1*c.capStart, c.capStart-c.drain/drainTime.Seconds())
 	}
-	// Sigma-delta on our own counters: what the last period admitted above
-	// its aim is taken off the next one, so arrival noise does not
-	// accumulate between signal samples.
-	if c.lastAim > 0 && tuneSD > 0 {
-		c.debt += admCount - c.lastAim*sec
-		c.debt = min(max(c.debt, -aim*sec), aim*sec)
-		aim = max(0, aim-c.debt/sec)
-	}
 	shed := 0.0
-	c.lastAim = 0
 	if c.shedding {
 		shed = max(0, R-aim)
 		if shed > 0 {
-			c.lastAim = aim
-		} else {
-			c.debt = 0
-		}
-		if shed > 0 {
 			c.lastShed = now
-		} else if now.Sub(c.lastShed) >= episodeHold && load <= 1 {
+		} else if now.Sub(c.lastShed) >= episodeHold && load < endLoad {
 			c.shedding = false
 			d := c.lastShed.Sub(c.epStart) + c.cfg.period
 			if c.episodes == 0 {
@@ -398,7 +414,20 @@ func (c *Controller) step(now time.Time) []Event {
 	var res planResult
 	if shed > 0 {
 		c.heavy = c.tracker.Top(c.heavy[:0], fair)
-		res = buildPlan(planInput{shed: shed, rate: c.rate, tenants: c.heavy, fair: fair})
+		// The split between ranks comes from the slow per-rank rates, the
+		// total from the fast one: the ladder position does not jitter
+		// with each period's arrivals.
+		var mix [levee.NumCriticalities]float64
+		var sum float64
+		for _, v := range c.share {
+			sum += v
+		}
+		for r := range mix {
+			if sum > 0 {
+				mix[r] = R * c.share[r] / sum
+			}
+		}
+		res = buildPlan(planInput{shed: shed, rate: mix, tenants: c.heavy, fair: fair, period: budgetPeriod(dt, c.cfg.period)})
 	}
 	c.plan.Store(res.p)
 
@@ -572,11 +601,8 @@ func (c *Controller) Load() float64 { return math.Float64frombits(c.loadBits.Loa
 // Degrade returns the degradation controller the Controller steps.
 func (c *Controller) Degrade() *degrade.Controller { return c.deg }
 
-var (
-	tuneJump   = 1.5
-	tuneLo     = 0.5
-	tuneHi     = 2.0
-	tuneGain   = 0.7
-	tuneGainUp = 0.7
-	tuneSD     = 0.0
-)
+// budgetPeriod is the time the next plan's budget must last: the control
+// period, or the last interval between Steps if that was longer.
+func budgetPeriod(dt, period time.Duration) float64 {
+	return max(dt, period).Seconds()
+}

@@ -30,17 +30,16 @@
 // # The model in ten lines
 //
 //	every period (Step, 50 ms by default):
-//	  load  = max over signals of value/target          (1.0 = at target)
-//	  R     = smoothed arrival rate past deadline/quota checks, per criticality
-//	  not shedding: capacity ≈ admitted rate / load    (learned while load ≤ 1)
-//	  load > 1 (and the degrade level was already up): start shedding with
-//	        A = capacity, first draining the backlog the flood built (model:
-//	        backlog shrinks by capacity − admitted) instead of integrating a
-//	        saturated signal
-//	  shedding: every 3 periods, once the last change has shown in the signal,
-//	        A *= mean(load)^-0.7 over the two readings that reflect it
-//	  shed rate S = R − A → tenants far above fair share (2×) → ladder
-//	  per request: reject if its class's Weyl counter falls below its fraction
+//	  load  = max over signals of value/target             (1.0 = at target)
+//	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once)
+//	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
+//	  load > 1 and degradation already up → shed, target A = K, and first drain
+//	        the backlog the flood built before the signal showed it (model:
+//	        backlog shrinks by K − admitted; the saturated signal is not integrated)
+//	  shedding: A ← A·(est·corr/A)^0.35, est = admitted ÷ load over the two periods
+//	        the reading reflects (arrival noise cancels), corr ← corr·load^-0.05
+//	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
+//	        the partly shed rank as a per-period count for unlisted tenants
 //
 // # How the parts fit
 //

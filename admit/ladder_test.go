@@ -14,41 +14,63 @@ func critCtx(c levee.Criticality, tenant string) context.Context {
 	return levee.WithCall(context.Background(), levee.Call{Criticality: c, Tenant: tenant})
 }
 
+// TestLadder offers 2C, 0.5C per criticality. CRITICAL_PLUS and CRITICAL
+// then add up to exactly C, so any error of the controller below C costs
+// CRITICAL and any error above goes to SHEDDABLE_PLUS: measured, CRITICAL
+// gets 95–97% and SHEDDABLE_PLUS 3–5% (the 99% bound is checked only with
+// LEVEE_STRICT=1). With 10% headroom (0.45C per level) CRITICAL gets ≥ 99%
+// (at 0.475C: 98.6–99.8%).
 func TestLadder(t *testing.T) {
-	for _, seed := range []uint64{1, 2, 3, 4, 5} {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			const c0 = 1000.0
-			p := newPlant(c0, seed)
-			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-			var srcs []*source
-			// C, the admitted rate at which the signal sits at target, with
-			// 2C offered and rejections costing 2% of a request.
-			c := p.atTarget(2 * c0 / 1.02)
-			for _, cr := range levee.ByRank {
-				// 0.25C per level for 3 s of warm-up, then 0.5C.
-				srcs = append(srcs, &source{ctx: critCtx(cr, ""), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.25 * c, 0.5 * c})})
-			}
-			s := &sim{ctl: ctl, p: p, srcs: srcs, t0: time.Unix(1_700_000_000, 0)}
-			s.run(6*time.Second, time.Second)
-			for _, src := range srcs {
-				src.admitted, src.rejected = 0, 0
-			}
-			s.run(10*time.Second, time.Second)
-			frac := func(i int) float64 { return float64(srcs[i].admitted) / float64(srcs[i].admitted+srcs[i].rejected) }
-			t.Logf("admitted: SHEDDABLE %.4f SHEDDABLE_PLUS %.4f CRITICAL %.4f CRITICAL_PLUS %.4f", frac(0), frac(1), frac(2), frac(3))
-			if got := frac(3); got < 0.99 {
-				t.Errorf("CRITICAL_PLUS admitted %.4f, want ≥ 0.99", got)
-			}
-			if got := frac(2); got < 0.99 && strict || got < 0.85 {
-				t.Errorf("CRITICAL admitted %.4f, want ≥ 0.99 (regression bound 0.85)", got)
-			}
-			if got := frac(0); got > 0.01 {
-				t.Errorf("SHEDDABLE admitted %.4f, want ≤ 0.01", got)
-			}
-			if frac(1) < frac(0) || frac(1) > frac(2) {
-				t.Errorf("SHEDDABLE_PLUS admitted %.4f, want between SHEDDABLE %.4f and CRITICAL %.4f", frac(1), frac(0), frac(2))
-			}
-		})
+	for _, tc := range []struct {
+		perLevel, wantCritical float64
+		strictOnly             bool
+	}{{0.5, 0.99, true}, {0.45, 0.99, false}} {
+		for _, seed := range testSeeds() {
+			t.Run(fmt.Sprintf("%gC/seed%d", tc.perLevel, seed), func(t *testing.T) {
+				ladderRun(t, seed, tc.perLevel, tc.wantCritical, tc.strictOnly)
+			})
+		}
+	}
+}
+
+func ladderRun(t *testing.T, seed uint64, perLevel, wantCritical float64, strictOnly bool) {
+	{
+		const c0 = 1000.0
+		p := newPlant(c0, seed)
+		ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
+		var srcs []*source
+		// C, the admitted rate at which the signal sits at target, with
+		// 2C offered and rejections costing 2% of a request.
+		c := p.atTarget(2 * c0 / 1.02)
+		for _, cr := range levee.ByRank {
+			// 0.25C per level for 3 s of warm-up, then perLevel.
+			srcs = append(srcs, &source{ctx: critCtx(cr, ""), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.25 * c, perLevel * c})})
+		}
+		s := &sim{ctl: ctl, p: p, srcs: srcs, t0: time.Unix(1_700_000_000, 0)}
+		s.run(6*time.Second, time.Second)
+		for _, src := range srcs {
+			src.admitted, src.rejected = 0, 0
+		}
+		ws := s.run(10*time.Second, time.Second)
+		var util float64
+		for _, w := range ws {
+			util += w.util / float64(len(ws))
+		}
+		t.Logf("mean utilisation %.3f (target 0.8), C %.0f/s", util, c)
+		frac := func(i int) float64 { return float64(srcs[i].admitted) / float64(srcs[i].admitted+srcs[i].rejected) }
+		t.Logf("admitted: SHEDDABLE %.4f SHEDDABLE_PLUS %.4f CRITICAL %.4f CRITICAL_PLUS %.4f", frac(0), frac(1), frac(2), frac(3))
+		if got := frac(3); got < 0.99 {
+			t.Errorf("CRITICAL_PLUS admitted %.4f, want ≥ 0.99", got)
+		}
+		if got := frac(2); got < wantCritical && (strict || !strictOnly) || got < 0.9 {
+			t.Errorf("CRITICAL admitted %.4f, want ≥ %v (regression bound 0.9)", got, wantCritical)
+		}
+		if got := frac(0); got > 0.01 {
+			t.Errorf("SHEDDABLE admitted %.4f, want ≤ 0.01", got)
+		}
+		if frac(1) < frac(0) || frac(1) > frac(2) {
+			t.Errorf("SHEDDABLE_PLUS admitted %.4f, want between SHEDDABLE %.4f and CRITICAL %.4f", frac(1), frac(0), frac(2))
+		}
 	}
 }
 
@@ -66,7 +88,7 @@ func TestTenantAbuserDoesNotStarveOthers(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		for _, seed := range []uint64{1, 2, 3, 4, 5} {
+		for _, seed := range testSeeds() {
 			t.Run(fmt.Sprintf("%s/seed%d", tt.name, seed), func(t *testing.T) {
 				const c0 = 1000.0
 				p := newPlant(c0, seed)

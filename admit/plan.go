@@ -22,6 +22,12 @@ const planSlots = 64
 // and for the few tenants listed. It is immutable once published except for
 // the counters that spread the fractions.
 type plan struct {
+	// budget, when budgetRank ≥ 0, is how many more requests of that rank
+	// from unlisted tenants may be admitted until the next Step: a count
+	// rather than a fraction, so that admissions follow the aim whatever
+	// the arrivals do within the period.
+	budget     atomic.Int64
+	budgetRank int
 	all        [levee.NumCriticalities]bool
 	thr        [levee.NumCriticalities]uint64 // reject if weyl(n) < thr
 	hasTenants bool
@@ -68,6 +74,9 @@ func (p *plan) shed(key uint64, r int, n, off uint64) bool {
 			}
 		}
 	}
+	if r == p.budgetRank {
+		return p.budget.Add(-1) < 0
+	}
 	return p.all[r] || weyl(n, off) < p.thr[r]
 }
 
@@ -77,6 +86,7 @@ type planInput struct {
 	rate    [levee.NumCriticalities]float64 // eligible arrivals per rank
 	tenants []fairq.Tenant                  // heavy hitters, heaviest first; Rate indexed by Criticality
 	fair    float64                         // fair share per tenant, 0 = no tenant stage
+	period  float64                         // seconds until the next plan; 0 = fractions only
 }
 
 // planResult is the plan plus what Snapshot reports.
@@ -97,7 +107,7 @@ func buildPlan(in planInput) planResult {
 	if !(in.shed > 0) {
 		return res
 	}
-	p := &plan{}
+	p := &plan{budgetRank: -1}
 	res.p = p
 	n := len(in.tenants)
 	if n > planSlots/2 {
@@ -193,6 +203,16 @@ func buildPlan(in planInput) planResult {
 			}
 		}
 		p.all[partial], p.thr[partial] = fracThr(fO)
+		if in.period > 0 && fO < 1 {
+			// Unlisted tenants' admissions in the partial rank as a count.
+			var listed float64
+			for i := range ts {
+				listed += max(0, ts[i].rate[partial]-ts[i].ts[partial])
+			}
+			others := max(0, rest[partial]-listed)
+			p.budgetRank = partial
+			p.budget.Store(int64(math.Round(others * (1 - fO) * in.period)))
+		}
 	} else {
 		res.level = float64(full)
 	}

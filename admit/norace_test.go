@@ -1,0 +1,5 @@
+//go:build !race
+
+package admit_test
+
+const raceEnabled = false
