@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/levee-dev/levee/admit"
@@ -58,6 +59,8 @@ type Server struct {
 	admitF []float64 // min admit fraction per Stats bucket
 	capRPS []float64 // last capacity estimate per Stats bucket
 	sigs   map[string][]float64
+
+	stalled, maxStall time.Duration
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -107,7 +110,35 @@ func (s *Server) Run(ctx context.Context) {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.track(ctx) }()
 	}
+	wg.Add(1)
+	go func() { defer wg.Done(); s.watch(ctx) }()
 	wg.Wait()
+}
+
+// watch measures how long the process went without running a timer: on a
+// machine shared with other work, a pinned process can be descheduled for
+// whole seconds, and a run in which that happened says little about the
+// policy it was meant to measure.
+func (s *Server) watch(ctx context.Context) {
+	t := time.NewTicker(trackPeriod)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			now := time.Now()
+			gap := now.Sub(last)
+			last = now
+			if gap > 3*trackPeriod {
+				s.mu.Lock()
+				s.stalled += gap - trackPeriod
+				s.maxStall = max(s.maxStall, gap)
+				s.mu.Unlock()
+			}
+		}
+	}
 }
 
 const trackPeriod = 50 * time.Millisecond
@@ -186,6 +217,13 @@ type Report struct {
 	// ShedBy charges the time spent shedding to the signal that was the
 	// furthest above its target, in seconds.
 	ShedBy map[string]float64 `json:"shed_by,omitempty"`
+	// Stalled is the total time the process ran no timer for more than
+	// 150ms in a row (descheduled by other work on the machine), MaxStall
+	// the longest such stretch.
+	Stalled  time.Duration `json:"stalled"`
+	MaxStall time.Duration `json:"max_stall"`
+	// CPU is the CPU time the process used (user + system) up to Report.
+	CPU time.Duration `json:"cpu"`
 	// Admitted and Rejected are the controller's cumulative counters.
 	Admitted uint64 `json:"admitted"`
 	Rejected uint64 `json:"rejected"`
@@ -194,6 +232,13 @@ type Report struct {
 // Report returns the server's counters so far.
 func (s *Server) Report() Report {
 	r := Report{Protection: s.opts.Protection, Work: s.opts.Work, Series: s.Stats.Snapshot()}
+	s.mu.Lock()
+	r.Stalled, r.MaxStall = s.stalled, s.maxStall
+	s.mu.Unlock()
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	if s.ctrl == nil {
 		return r
 	}
