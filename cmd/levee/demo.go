@@ -319,6 +319,7 @@ func writeTable(w io.Writer, out demoJSON, repeat int) {
 		}},
 		{"handler runs after client deadline", func(r demoRun) (float64, bool) { return 100 * loopback.LateShare(r.res.Server.Series), true }},
 		{"shedding driven by", nil},
+		{"backend descheduled by other work (s)", func(r demoRun) (float64, bool) { return r.res.Server.Stalled.Seconds(), true }},
 	}
 	title := "median of 1 run each"
 	if repeat > 1 {
