@@ -93,8 +93,15 @@ var (
 	ErrThrottled  error = &RejectedError{Reason: Throttled}
 )
 
-// AsRejected returns the *RejectedError in err's chain, or nil.
+// AsRejected returns the *RejectedError in err's chain, or nil. It does not
+// allocate when err is itself a *RejectedError or nil.
 func AsRejected(err error) *RejectedError {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *RejectedError:
+		return e
+	}
 	var r *RejectedError
 	if errors.As(err, &r) {
 		return r

@@ -179,6 +179,13 @@ func TestRejectedError(t *testing.T) {
 	if r == nil || r.RetryAfter != 1500*time.Millisecond {
 		t.Fatalf("AsRejected = %+v", r)
 	}
+	direct := error(&RejectedError{Reason: Quota})
+	if allocs := testing.AllocsPerRun(100, func() { _ = AsRejected(direct) }); allocs != 0 {
+		t.Errorf("AsRejected(*RejectedError) allocates %v times, want 0", allocs)
+	}
+	if AsRejected(nil) != nil {
+		t.Error("AsRejected(nil) != nil")
+	}
 	if AsRejected(errors.New("plain")) != nil {
 		t.Error("AsRejected(plain) != nil")
 	}
