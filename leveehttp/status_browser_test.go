@@ -51,7 +51,7 @@ func statusChromeFlags(userDataDir string) []string {
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
 		"--no-first-run", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync",
-		"--no-default-browser-check", "--hide-scrollbars",
+		"--no-default-browser-check", "--hide-scrollbars", "--disable-dev-shm-usage",
 		"--user-data-dir=" + userDataDir,
 	}
 }
