@@ -124,5 +124,11 @@
 // instead, use retry.Policy{MaxAttempts: 1} (levee still throttles and
 // propagates). Transparent retries stay on either way; they add no load to
 // a server that never saw the request. grpc-go's retry does not see a tap
-// rejection's delay or "no-retry", which live in the status details only.
+// rejection's delay or "no-retry", which live in the status details only
+// (TestGRPCRetryInterplay: it retries a tap's "no-retry" up to its
+// maxAttempts, and honours the interceptors' -1). With grpc-go v1.85's
+// retry on, a tap rejection that arrives before the client has written the
+// request message can also surface as code Unknown, "max retries
+// exhausted: ... EOF", instead of its status: one more reason to let levee
+// retry.
 package leveegrpc
