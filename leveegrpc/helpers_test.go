@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -125,6 +127,7 @@ func startServer(t testing.TB, n network, impl echoService, opts ...grpc.ServerO
 	t.Helper()
 	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&echoDesc, impl)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
 	var (
 		lis    net.Listener
 		target string

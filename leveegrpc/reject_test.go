@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -277,5 +278,25 @@ func TestClientReadsRejections(t *testing.T) {
 				waitInFlight(t, s, 0)
 			})
 		}
+	}
+}
+
+// TestHealthNeverShed: health checks pass while everything else is shed.
+func TestHealthNeverShed(t *testing.T) {
+	for _, inst := range installs {
+		t.Run(inst.String(), func(t *testing.T) {
+			c, md, _ := scenarios[1].setup(t) // overloaded, no-retry
+			s := NewServer(c)
+			target, dopt := startServer(t, bufNet, &echoImpl{}, inst.options(s)...)
+			cc := dial(t, target, dopt)
+			ctx := metadata.AppendToOutgoingContext(context.Background(), md...)
+			if _, err := callEcho(ctx, cc, "x"); status.Code(err) != codes.Unavailable {
+				t.Fatalf("echo: %v, want Unavailable", err)
+			}
+			resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Errorf("health check: %v, %v; want SERVING", resp.GetStatus(), err)
+			}
+		})
 	}
 }
