@@ -182,7 +182,8 @@ func TestStatusBrowser(t *testing.T) {
 	defer srv.Close()
 	url := srv.URL + "/status"
 
-	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chrome)}
+	// A loaded CI machine may take a while to start a browser.
+	opts := []chromedp.ExecAllocatorOption{chromedp.ExecPath(chrome), chromedp.WSURLReadTimeout(time.Minute)}
 	for _, f := range statusChromeFlags(t.TempDir()) {
 		name, val, hasVal := cutFlag(f)
 		if hasVal {
