@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/retry"
 )
 
@@ -53,7 +54,10 @@ func TestChain(t *testing.T) {
 				}
 				return in, nil
 			}}
-			bottom := NewServer(nil, trustAll)
+			bottomSig := &scripted{}
+			bottomSig.set(0.1)
+			bottomCtl := admit.New(admit.WithSignals(bottomSig), admit.WithSeed(1))
+			bottom := NewServer(bottomCtl, trustAll)
 			bottomTarget, bottomDial := startServer(t, n, bottomImpl,
 				append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.unary)}, bottom.ServerOptions()...)...)
 
@@ -76,7 +80,7 @@ func TestChain(t *testing.T) {
 			topClient := testClient(&topWaits, retry.Policy{}, WithMargin(margin))
 			toMid := dial(t, midTarget, append(topClient.DialOptions(), midDial)...)
 
-			const budget = 5 * time.Second
+			const budget = time.Minute
 			want := levee.Call{Criticality: levee.SheddablePlus, Tenant: "acme"}
 			ctx, cancel := context.WithTimeout(levee.WithCall(context.Background(), want), budget)
 			defer cancel()
@@ -149,6 +153,27 @@ func TestChain(t *testing.T) {
 			_, err = callEcho(ctx, toMid, "stage")
 			if status.Code(err) != codes.DeadlineExceeded || !errorsIsDeadline(err) {
 				t.Errorf("deadline chain: %v, want DeadlineExceeded carrying levee.ErrDeadline", err)
+			}
+
+			// The bottom's own admission controller overloaded (a scripted
+			// signal): SHEDDABLE work is shed at the bottom, the mid-tier
+			// retries it, the top gets "no-retry" and does not retry.
+			bottomSig.set(10)
+			stepUntil(t, bottomCtl, nil, "acme")
+			before := bottomCtl.Snapshot().Rejected[levee.Sheddable][levee.Overloaded]
+			midCalls.Store(0)
+			shedCtx := levee.WithCriticality(ctx, levee.Sheddable)
+			_, err = callEcho(shedCtx, toMid, "x")
+			if r := levee.AsRejected(err); status.Code(err) != codes.Unavailable || r == nil || !r.NoRetry {
+				t.Errorf("admit-overloaded chain: %v (%s), want Unavailable no-retry", err, fmtRej(r))
+			}
+			// 3 attempts, fewer if the controller's advised delay does not
+			// fit in the deadline (the mid-tier never waits past it).
+			if got := bottomCtl.Snapshot().Rejected[levee.Sheddable][levee.Overloaded] - before; got < 1 || got > 3 {
+				t.Errorf("bottom's controller rejected %d attempts, want 1 to 3", got)
+			}
+			if got := midCalls.Load(); got != 1 {
+				t.Errorf("mid handled %d calls, want 1", got)
 			}
 		})
 	}

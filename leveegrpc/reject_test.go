@@ -49,12 +49,15 @@ var testTenants = []string{"unknown", "127.0.0.0/24"}
 // stepUntil steps c with virtual time (from now), offering SHEDDABLE
 // demand, until SHEDDABLE requests of every test tenant are rejected
 // (20 probes each in a row).
-func stepUntil(t *testing.T, c *admit.Controller, before func()) {
+func stepUntil(t *testing.T, c *admit.Controller, before func(), tenants ...string) {
 	t.Helper()
+	if len(tenants) == 0 {
+		tenants = testTenants
+	}
 	now := time.Now()
 	for range 400 {
 		for j := range 30 {
-			tk, err := c.AdmitAt(sheddable(testTenants[j%len(testTenants)]), now)
+			tk, err := c.AdmitAt(sheddable(tenants[j%len(tenants)]), now)
 			if err == nil {
 				tk.DoneAt(now, nil)
 			}
@@ -64,15 +67,15 @@ func stepUntil(t *testing.T, c *admit.Controller, before func()) {
 		}
 		now = now.Add(50 * time.Millisecond)
 		c.Step(now)
-		if allRejected(c, now) {
+		if allRejected(c, now, tenants) {
 			return
 		}
 	}
 	t.Fatalf("controller never shed SHEDDABLE entirely: %+v", c.Snapshot())
 }
 
-func allRejected(c *admit.Controller, now time.Time) bool {
-	for _, tenant := range testTenants {
+func allRejected(c *admit.Controller, now time.Time, tenants []string) bool {
+	for _, tenant := range tenants {
 		for range 20 {
 			if tk, err := c.AdmitAt(sheddable(tenant), now); err == nil {
 				tk.DoneAt(now, nil)
