@@ -196,7 +196,7 @@ func serverLine(res *loopback.Result) string {
 	if name, share := backend.Dominant(res.Server.ShedBy); name != "" {
 		line += fmt.Sprintf(", shedding driven by %s (%.0f%%)", name, 100*share)
 	}
-	line += fmt.Sprintf("; used %.1fs of CPU", res.Server.CPU.Seconds())
+	line += fmt.Sprintf("; used %.1fs of CPU, waited %.1fs for one", res.Server.CPU.Seconds(), res.Server.RunDelay.Seconds())
 	if res.Server.MaxStall > 0 {
 		line += fmt.Sprintf("; descheduled by other work for %.1fs (longest %v)", res.Server.Stalled.Seconds(), res.Server.MaxStall.Round(time.Millisecond))
 	}

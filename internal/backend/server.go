@@ -6,7 +6,10 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -224,6 +227,10 @@ type Report struct {
 	MaxStall time.Duration `json:"max_stall"`
 	// CPU is the CPU time the process used (user + system) up to Report.
 	CPU time.Duration `json:"cpu"`
+	// RunDelay is the time the process's live threads spent runnable but
+	// waiting for a CPU in the kernel (schedstat): the share of the machine
+	// taken by other work.
+	RunDelay time.Duration `json:"run_delay"`
 	// Admitted and Rejected are the controller's cumulative counters.
 	Admitted uint64 `json:"admitted"`
 	Rejected uint64 `json:"rejected"`
@@ -239,6 +246,7 @@ func (s *Server) Report() Report {
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
+	r.RunDelay = runDelay()
 	if s.ctrl == nil {
 		return r
 	}
@@ -287,4 +295,29 @@ func Dominant(shedBy map[string]float64) (string, float64) {
 		return "", 0
 	}
 	return best, bv / total
+}
+
+// runDelay sums the kernel's run-queue wait over the process's threads
+// (second field of /proc/self/task/*/schedstat, in nanoseconds); 0 where
+// schedstat is not available.
+func runDelay() time.Duration {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			total += v
+		}
+	}
+	return time.Duration(total)
 }
