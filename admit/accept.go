@@ -18,10 +18,15 @@ type Ticket struct {
 	c     *Controller
 	start int64  // unix ns when sampled for service time, else 0
 	route uint64 // route hash
-	level int8
-	done  bool
-	real  bool // start was read from the real clock
+	// flags packs the degrade level (low 8 bits), done and real-clock
+	// start: four fields keep a Ticket in registers on return.
+	flags uint32
 }
+
+const (
+	ticketDone = 1 << 8
+	ticketReal = 1 << 9
+)
 
 // Admit decides whether to start the request described by ctx (its
 // levee.Call carries criticality, tenant and attempt; its deadline, the time
@@ -102,10 +107,10 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 		c.rejected[cr][levee.Overloaded].Add(1)
 		return Ticket{}, c.overErr[cr].Load()
 	}
-	t := Ticket{c: c, route: route, level: int8(c.deg.Level())}
+	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level()))}
 	if (n*serviceMul)>>(64-serviceShift) == 0 {
-		t.real = real
 		if real {
+			t.flags |= ticketReal
 			t.start = time.Now().UnixNano()
 		} else {
 			t.start = now
@@ -119,12 +124,12 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 // counted as downstream overload; a context error means the caller gave
 // up. Only the first call on a Ticket variable counts.
 func (t *Ticket) Done(err error) {
-	if t.c == nil || t.done {
+	if t.c == nil || t.flags&ticketDone != 0 {
 		return
 	}
 	var now int64
 	if t.start != 0 {
-		if t.real {
+		if t.flags&ticketReal != 0 {
 			now = time.Now().UnixNano()
 		} else {
 			now = t.start // a virtual-time ticket finished in real time: learn nothing
@@ -135,14 +140,14 @@ func (t *Ticket) Done(err error) {
 
 // DoneAt is Done at the given time, for virtual time.
 func (t *Ticket) DoneAt(now time.Time, err error) {
-	if t.c == nil || t.done {
+	if t.c == nil || t.flags&ticketDone != 0 {
 		return
 	}
 	t.finish(now.UnixNano(), err)
 }
 
 func (t *Ticket) finish(now int64, err error) {
-	t.done = true
+	t.flags |= ticketDone
 	c := t.c
 	if err != nil {
 		if re, ok := err.(*levee.RejectedError); ok {
@@ -163,4 +168,4 @@ func (t *Ticket) finish(now int64, err error) {
 
 // DegradeLevel returns the degradation level in force when the request was
 // admitted; handlers choose their cheaper answer from it.
-func (t *Ticket) DegradeLevel() degrade.Level { return degrade.Level(t.level) }
+func (t *Ticket) DegradeLevel() degrade.Level { return degrade.Level(int8(uint8(t.flags))) }
