@@ -105,6 +105,9 @@ func (r *rejector) seen() []int {
 	return append([]int(nil), r.attempts...)
 }
 
+// oneRetry marks a test case that wants a budget allowing one retry.
+var oneRetry = retry.NewBudget()
+
 func TestClientRetries(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -122,6 +125,7 @@ func TestClientRetries(t *testing.T) {
 		{"quota with delay retried then passed through", rej(levee.Quota, 300*time.Millisecond, false), 9, retry.Policy{MaxAttempts: 2}, 2, codes.ResourceExhausted, rej(levee.Quota, 300*time.Millisecond, false), 300 * time.Millisecond},
 		{"quota without delay not retried", rej(levee.Quota, 0, true), 9, retry.Policy{}, 1, codes.ResourceExhausted, rej(levee.Quota, 0, true), 0},
 		{"deadline not retried", rej(levee.Deadline, 0, true), 9, retry.Policy{}, 1, codes.DeadlineExceeded, rej(levee.Deadline, 0, true), 0},
+		{"budget exhausted is no-retry upward", rej(levee.Overloaded, 10*time.Millisecond, false), 9, retry.Policy{Budget: oneRetry}, 2, codes.Unavailable, rej(levee.Overloaded, 0, true), 10 * time.Millisecond},
 		{"single attempt policy", rej(levee.Overloaded, time.Second, false), 9, retry.Policy{MaxAttempts: 1}, 1, codes.Unavailable, rej(levee.Overloaded, 0, true), 0},
 	}
 	for _, viaTap := range []bool{false, true} {
@@ -138,7 +142,12 @@ func TestClientRetries(t *testing.T) {
 				}
 				target, dopt := startServer(t, bufNet, &echoImpl{}, opt)
 				var w waits
-				c := testClient(&w, tt.policy)
+				p := tt.policy
+				if p.Budget == oneRetry {
+					// A fresh budget allowing a single retry, for each run.
+					p.Budget = retry.NewBudget(retry.WithRatio(0, 0), retry.WithFloor(1, time.Hour))
+				}
+				c := testClient(&w, p)
 				cc := dial(t, target, dopt, grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor))
 				_, err := callEcho(context.Background(), cc, "x")
 				if got := status.Code(err); got != tt.code {
