@@ -113,9 +113,11 @@ func NewServer(c *admit.Controller, opts ...Option) *Server {
 }
 
 // ServerOptions returns the options that install s completely:
-// grpc.InTapHandle(s.InHandle) and the unary and stream interceptors
-// (chained, so other interceptors can be added with their own
-// grpc.ChainUnaryInterceptor options; levee's run first).
+// grpc.InTapHandle(s.InHandle) and the unary and stream interceptors,
+// chained (grpc.ChainUnaryInterceptor, grpc.ChainStreamInterceptor), so
+// that other interceptors can be added with their own chain options;
+// interceptors run in the order of the options. A server has one tap:
+// grpc.NewServer panics if another grpc.InTapHandle is given as well.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(s.InHandle),

@@ -233,7 +233,8 @@ func TestStreamReleasedOnCancel(t *testing.T) {
 	for _, n := range []network{bufNet, tcpNet} {
 		for _, inst := range installs {
 			t.Run(fmt.Sprintf("%v/%v", n, inst), func(t *testing.T) {
-				s := NewServer(admit.New())
+				c := admit.New()
+				s := NewServer(c)
 				target, dopt := startServer(t, n, &echoImpl{}, inst.options(s)...)
 				cc := dial(t, target, dopt)
 				for i := range 3 {
@@ -259,6 +260,13 @@ func TestStreamReleasedOnCancel(t *testing.T) {
 					t.Errorf("unknown method: %v, want Unimplemented", err)
 				}
 				waitInFlight(t, s, 0)
+				wantAdmitted := uint64(3) // each stream once
+				if inst != interceptorsOnly {
+					wantAdmitted++ // the unknown method, admitted by the tap
+				}
+				if got := admittedTotal(c); got != wantAdmitted {
+					t.Errorf("controller admitted %d requests, want %d", got, wantAdmitted)
+				}
 				// The reaper's goroutine stops once nothing is outstanding.
 				deadline := time.Now().Add(5 * time.Second)
 				for s.reaper.running.Load() {
