@@ -606,3 +606,17 @@ func (c *Controller) Degrade() *degrade.Controller { return c.deg }
 func budgetPeriod(dt, period time.Duration) float64 {
 	return max(dt, period).Seconds()
 }
+
+// TenantRate returns the estimated arrival rate (requests per second, all
+// criticalities) of tenant if it is among the heavy hitters the controller
+// tracks, and 0 otherwise. It takes the controller's lock: for status pages
+// and tests, not for the request path.
+func (c *Controller) TenantRate(tenant string) float64 {
+	if tenant == "" {
+		return 0
+	}
+	key := fairq.Key(fairq.Hash(c.seed, tenant))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tracker.Rate(key)
+}

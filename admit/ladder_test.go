@@ -3,6 +3,9 @@ package admit_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -135,4 +138,55 @@ func prefix16(ip string) string {
 		}
 	}
 	return ip
+}
+
+// TestMillionTenants admits one million distinct tenant ids (one request
+// each) plus an abuser sending 5% of the traffic, and checks that the
+// controller's memory stays within 4 MiB and the abuser is found.
+func TestMillionTenants(t *testing.T) {
+	n := 1_000_000
+	if raceEnabled {
+		n = 200_000
+	}
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ctl := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+	abuser := critCtx(levee.Critical, "198.51.100.0/24")
+	now := t0
+	const perStep = 10_000 // 200k requests/s
+	sent := 0
+	for i := range n {
+		ctx := critCtx(levee.Sheddable, "id-"+strconv.Itoa(i))
+		for _, c := range [2]context.Context{ctx, abuser} {
+			if c == abuser && i%19 != 0 {
+				continue
+			}
+			if tk, err := ctl.AdmitAt(c, now); err == nil {
+				tk.DoneAt(now, nil)
+			}
+			sent++
+			if sent%perStep == 0 {
+				now = now.Add(50 * time.Millisecond)
+				ctl.Step(now)
+			}
+		}
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	want := float64(perStep) / 20 / 0.05 // 5% of 200k/s
+	got := ctl.TenantRate("198.51.100.0/24")
+	t.Logf("%d distinct tenants: heap grew %d B; abuser rate %.0f/s (sent %.0f/s); active estimate %d", n, grew, got, want, ctl.Snapshot().ActiveTenants)
+	if grew > 4<<20 {
+		t.Errorf("controller heap after %d distinct tenants = %d B, want ≤ 4 MiB", n, grew)
+	}
+	if math.Abs(got-want)/want > 0.25 {
+		t.Errorf("abuser rate %.0f/s, want %.0f/s ±25%%", got, want)
+	}
+	if r := ctl.TenantRate("id-7"); r > want/10 {
+		t.Errorf("a one-request tenant is reported at %.0f/s", r)
+	}
+	runtime.KeepAlive(ctl)
 }

@@ -245,3 +245,12 @@ func (t *Tracker) Active() float64 {
 	}
 	return est
 }
+
+// Rate returns the total smoothed rate of the tenant with the given key, 0
+// if it is not in the table.
+func (t *Tracker) Rate(key uint64) float64 {
+	if i, ok := t.index[Key(key)]; ok {
+		return t.entries[i].Total()
+	}
+	return 0
+}
