@@ -26,6 +26,7 @@ type benchSetup struct {
 	// noDeadline: the caller sets no deadline (levee then applies its
 	// default timeout, which costs a timer per call).
 	noDeadline bool
+	net        network
 }
 
 var (
@@ -44,7 +45,7 @@ func (s benchSetup) with(name string, f func(*benchSetup)) benchSetup {
 // conn serves the echo service wired as s and returns a connection to it
 // and the caller's context.
 func (s benchSetup) conn(b *testing.B) (*grpc.ClientConn, context.Context) {
-	target, dopt := startServer(b, bufNet, &echoImpl{}, s.server()...)
+	target, dopt := startServer(b, s.net, &echoImpl{}, s.server()...)
 	cc := dial(b, target, append(s.client(), dopt)...)
 	ctx := context.Background()
 	if s.call != (levee.Call{}) {
@@ -68,13 +69,14 @@ func (s benchSetup) conn(b *testing.B) (*grpc.ClientConn, context.Context) {
 // the same run. The caller's context carries a deadline, as a server
 // handler's does; "levee-propagating" also sends a criticality, tenant and
 // attempt, and "levee-default-timeout" has no deadline (levee adds one).
-// "interleaved" alternates blocks of 100 plain and 100 levee calls (one
-// b.N iteration is one block), so that both see the same machine load, and
-// reports the ratios of their wall time (overhead-%) and of the process CPU
-// time they used (cpu-overhead-%): the numbers to quote on a shared
-// machine.
+// "interleaved" (bufconn) and "interleaved-tcp" (loopback TCP) alternate
+// blocks of 100 plain and 100 levee calls (one b.N iteration is one block),
+// so that both see the same machine load, and report the ratios of their
+// wall time (overhead-%) and of the process CPU time they used
+// (cpu-overhead-%): the numbers to quote on a shared machine.
 //
 //	go test -run '^$' -bench UnaryOverhead -benchmem -count 5 ./leveegrpc
+//	go test -run '^$' -bench 'UnaryOverhead/interleaved' -benchtime 1000x -count 10 ./leveegrpc
 func BenchmarkUnaryOverhead(b *testing.B) {
 	setups := []benchSetup{
 		plainSetup,
@@ -97,42 +99,53 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 			}
 		})
 	}
-	b.Run("interleaved", func(b *testing.B) {
-		plainCC, plainCtx := plainSetup.conn(b)
-		leveeCC, leveeCtx := leveeSetup.conn(b)
-		// Blocks of calls alternate between plain and levee; each block's
-		// wall time and process CPU time (user+system, less sensitive to
-		// other processes on a shared machine) go to its side.
-		const block = 100
-		var wall, cpu [2]time.Duration
-		var calls [2]int
-		b.ReportAllocs()
-		side := 0
-		for b.Loop() {
-			cc, ctx := plainCC, plainCtx
-			if side == 1 {
-				cc, ctx = leveeCC, leveeCtx
-			}
-			start, cpu0 := time.Now(), processCPU()
-			for range block {
-				if _, err := callEcho(ctx, cc, "x"); err != nil {
-					b.Fatal(err)
-				}
-			}
-			wall[side] += time.Since(start)
-			cpu[side] += processCPU() - cpu0
-			calls[side] += block
-			side ^= 1
+	for _, n := range []network{bufNet, tcpNet} {
+		name := "interleaved"
+		if n == tcpNet {
+			name = "interleaved-tcp"
 		}
-		if calls[0] == 0 || calls[1] == 0 {
-			return
+		b.Run(name, func(b *testing.B) { interleaved(b, n) })
+	}
+}
+
+// interleaved alternates blocks of plain and levee calls over n.
+func interleaved(b *testing.B, n network) {
+	p, l := plainSetup, leveeSetup
+	p.net, l.net = n, n
+	plainCC, plainCtx := p.conn(b)
+	leveeCC, leveeCtx := l.conn(b)
+	// Blocks of calls alternate between plain and levee; each block's wall
+	// time and process CPU time (user+system, less sensitive to other
+	// processes on a shared machine) go to its side.
+	const block = 100
+	var wall, cpu [2]time.Duration
+	var calls [2]int
+	b.ReportAllocs()
+	side := 0
+	for b.Loop() {
+		cc, ctx := plainCC, plainCtx
+		if side == 1 {
+			cc, ctx = leveeCC, leveeCtx
 		}
-		per := func(d time.Duration, n int) float64 { return float64(d) / float64(n) }
-		b.ReportMetric(per(wall[0], calls[0]), "plain-ns/call")
-		b.ReportMetric(per(wall[1], calls[1]), "levee-ns/call")
-		b.ReportMetric(100*(per(wall[1], calls[1])/per(wall[0], calls[0])-1), "overhead-%")
-		b.ReportMetric(100*(per(cpu[1], calls[1])/per(cpu[0], calls[0])-1), "cpu-overhead-%")
-	})
+		start, cpu0 := time.Now(), processCPU()
+		for range block {
+			if _, err := callEcho(ctx, cc, "x"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wall[side] += time.Since(start)
+		cpu[side] += processCPU() - cpu0
+		calls[side] += block
+		side ^= 1
+	}
+	if calls[0] == 0 || calls[1] == 0 {
+		return
+	}
+	per := func(d time.Duration, n int) float64 { return float64(d) / float64(n) }
+	b.ReportMetric(per(wall[0], calls[0]), "plain-ns/call")
+	b.ReportMetric(per(wall[1], calls[1]), "levee-ns/call")
+	b.ReportMetric(100*(per(wall[1], calls[1])/per(wall[0], calls[0])-1), "overhead-%")
+	b.ReportMetric(100*(per(cpu[1], calls[1])/per(cpu[0], calls[0])-1), "cpu-overhead-%")
 }
 
 // processCPU returns the CPU time (user + system) the process has used.
