@@ -52,7 +52,9 @@
 // filled by Ticket.Done from one ticket in 64), checks the tenant's quota (a
 // lock-free GCRA bucket, for tenants named with WithQuota), samples one
 // request in 8 or fewer into a lock-free ring for tenant accounting, and
-// applies the plan. Step drains the ring into a bounded heavy-hitter table
+// applies the plan: a counter-based (Weyl sequence) fraction per rank and
+// listed tenant, and for the partly shed rank a per-period count, so that
+// admissions follow the aim whatever the arrivals do inside a period. Step drains the ring into a bounded heavy-hitter table
 // with a HyperLogLog count of active tenants (internal/fairq), reads the
 // signals and counters, steps the degradation controller, runs the control
 // law and publishes the next plan. Snapshot, the observer and the logger
