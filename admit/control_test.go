@@ -99,13 +99,9 @@ func meets(w window) bool {
 	return w.completed >= 0.95*w.atTarget && math.Abs(w.util-0.8) <= 0.05
 }
 
-// strict turns the full acceptance bounds into failures. Without it they
-// are logged and only the looser regression bounds (completed ≥ 0.85C,
-// |util−target| ≤ 0.10 in 1 s windows from 4 s after a change) fail the
-// test, so that a regression fails CI while -v logs how far a run is from
-// the full bounds. The control scenarios meet the full bounds today
-// (LEVEE_STRICT=1 go test -run TestControl ./admit); the ladder at exactly
-// 0.5C per level does not (see TestLadder).
+// strict makes TestLadder check CRITICAL ≥ 99% at exactly 0.5C per level,
+// a bound the controller misses today (95–97%): LEVEE_STRICT=1 go test
+// -run TestLadder ./admit.
 var strict = os.Getenv("LEVEE_STRICT") != ""
 
 func TestControlHoldsSignalAtTarget(t *testing.T) {
@@ -145,26 +141,12 @@ func TestControlHoldsSignalAtTarget(t *testing.T) {
 					t.Errorf("rejections at 0.5C from 2 s after the step back = %v, want 0", r.lowRej2)
 				}
 				check := func(name string, ws []window) {
-					minRatio, maxDev := math.Inf(1), 0.0
-					miss := 0
 					for _, w := range ws {
-						minRatio = math.Min(minRatio, w.completed/w.atTarget)
-						maxDev = math.Max(maxDev, math.Abs(w.util-0.8))
-						if w.end-w.start >= time.Second && ((w.start >= 7*time.Second && w.start < 15*time.Second) || w.start >= 19*time.Second) {
-							if w.completed < 0.85*w.atTarget || math.Abs(w.util-0.8) > 0.10 {
-								t.Errorf("%s window %v–%v: completed %.0f/s of C %.0f/s, utilisation %.3f; regression bound is ≥ 0.85C and ±0.10",
-									name, w.start, w.end, w.completed, w.atTarget, w.util)
-							}
-						}
 						if !meets(w) {
-							miss++
-						}
-						if !meets(w) && strict {
 							t.Errorf("%s window %v–%v: completed %.0f/s (C at target %.0f/s, ratio %.3f), utilisation %.3f; want ratio ≥ 0.95 and |util−0.8| ≤ 0.05",
 								name, w.start, w.end, w.completed, w.atTarget, w.completed/w.atTarget, w.util)
 						}
 					}
-					_, _ = minRatio, maxDev
 				}
 				check("1s-before-cost-change", r.steady1)
 				check("1s-after-cost-change", r.steady2)
