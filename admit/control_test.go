@@ -100,7 +100,7 @@ func meets(w window) bool {
 }
 
 // strict makes TestLadder check CRITICAL ≥ 99% at exactly 0.5C per level,
-// a bound the controller misses today (95–97%): LEVEE_STRICT=1 go test
+// a bound the controller misses today (96–98%): LEVEE_STRICT=1 go test
 // -run TestLadder ./admit.
 var strict = os.Getenv("LEVEE_STRICT") != ""
 

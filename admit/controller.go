@@ -17,7 +17,7 @@ import (
 const (
 	estGain         = 0.35 // per period, towards the capacity estimate
 	fallbackGain    = 0.3  // per period, (value/target)^-gain when nothing was admitted
-	integralGain    = 0.05 // per period, of the slow load-error integral
+	integralGain    = 0.01 // per period, of the slow load-error integral
 	rateJump        = 1.5  // a change of the arrival rate by this factor is taken at once
 	minLoad         = 0.5  // readings are clamped to [minLoad, maxLoad] ×target
 	maxLoad         = 2.0

@@ -20,7 +20,7 @@ func critCtx(c levee.Criticality, tenant string) context.Context {
 // TestLadder offers 2C, 0.5C per criticality. CRITICAL_PLUS and CRITICAL
 // then add up to exactly C, so any error of the controller below C costs
 // CRITICAL and any error above goes to SHEDDABLE_PLUS: measured, CRITICAL
-// gets 95–97% and SHEDDABLE_PLUS 3–5% (the 99% bound is checked only with
+// gets 96–98% and SHEDDABLE_PLUS 2.5–5% (the 99% bound is checked only with
 // LEVEE_STRICT=1). With 10% headroom (0.45C per level) CRITICAL gets ≥ 99%
 // (at 0.475C: 98.6–99.8%).
 func TestLadder(t *testing.T) {
