@@ -104,13 +104,20 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 		if n == tcpNet {
 			name = "interleaved-tcp"
 		}
-		b.Run(name, func(b *testing.B) { interleaved(b, n) })
+		b.Run(name, func(b *testing.B) { interleaved(b, n, leveeSetup) })
 	}
+	// Which side costs what (bufconn).
+	b.Run("interleaved-server-only", func(b *testing.B) {
+		interleaved(b, bufNet, leveeSetup.with("", func(s *benchSetup) { s.client = plainSetup.client }))
+	})
+	b.Run("interleaved-client-only", func(b *testing.B) {
+		interleaved(b, bufNet, leveeSetup.with("", func(s *benchSetup) { s.server = plainSetup.server }))
+	})
 }
 
-// interleaved alternates blocks of plain and levee calls over n.
-func interleaved(b *testing.B, n network) {
-	p, l := plainSetup, leveeSetup
+// interleaved alternates blocks of plain calls and calls wired as l, over n.
+func interleaved(b *testing.B, n network, l benchSetup) {
+	p := plainSetup
 	p.net, l.net = n, n
 	plainCC, plainCtx := p.conn(b)
 	leveeCC, leveeCtx := l.conn(b)
