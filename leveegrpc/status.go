@@ -40,8 +40,8 @@ func Code(r levee.Reason) codes.Code {
 
 // Status returns the gRPC status that tells a client about rej: the code of
 // Code(rej.Reason), rej's message, and the details levee clients read: a
-// google.rpc.ErrorInfo (domain ErrorDomain, reason "OVERLOADED", "QUOTA",
-// "DEADLINE" or "THROTTLED", metadata InfoReject and InfoRetryAfterMs) and,
+// google.rpc.ErrorInfo (domain ErrorDomain, reason "OVERLOADED", "QUOTA"
+// or "DEADLINE", metadata InfoReject and InfoRetryAfterMs) and,
 // when the client may retry after a delay, a google.rpc.RetryInfo with that
 // delay. A Throttled rejection is sent as "overloaded; no-retry" (the caller
 // of a throttled client must not retry either). A nil rej gives an
@@ -83,7 +83,6 @@ var upperReason = [...]string{
 	levee.Overloaded: "OVERLOADED",
 	levee.Quota:      "QUOTA",
 	levee.Deadline:   "DEADLINE",
-	levee.Throttled:  "THROTTLED",
 }
 
 // Pushback returns the grpc-retry-pushback-ms trailer for rej (gRFC A6, read
