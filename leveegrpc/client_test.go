@@ -339,3 +339,28 @@ func TestGRPCRetryInterplay(t *testing.T) {
 		})
 	}
 }
+
+// TestClientThrottlesPerTarget: one Client, two targets; the overloaded
+// one is throttled, the healthy one is not.
+func TestClientThrottlesPerTarget(t *testing.T) {
+	r := &rejector{n: 1 << 30, rej: rej(levee.Overloaded, 0, true)}
+	badTarget, badDial := startServer(t, bufNet, &echoImpl{}, grpc.ChainUnaryInterceptor(r.unary))
+	goodTarget, goodDial := startServer(t, tcpNet, &echoImpl{})
+	c := testClient(&waits{}, retry.Policy{MaxAttempts: 1}, WithThrottle(throttle.NewGroup(throttle.WithSeed(1))))
+	virtual := time.Now()
+	c.now = func() time.Time { virtual = virtual.Add(10 * time.Millisecond); return virtual }
+	bad := dial(t, badTarget, append(c.DialOptions(), badDial)...)
+	good := dial(t, goodTarget, append(c.DialOptions(), goodDial)...)
+	throttled := 0
+	for i := range 100 {
+		if _, err := callEcho(context.Background(), bad, "x"); errors.Is(err, levee.ErrThrottled) {
+			throttled++
+		}
+		if _, err := callEcho(context.Background(), good, "x"); err != nil {
+			t.Fatalf("healthy target, call %d: %v", i, err)
+		}
+	}
+	if throttled < 50 {
+		t.Errorf("overloaded target throttled %d of 100 calls, want most", throttled)
+	}
+}
