@@ -224,6 +224,8 @@ type instance struct {
 	bucketAcc              int64
 	crashes                int
 	peakInflight           int
+	recent                 [10]int32 // arrivals per 100 ms slot, for crash reports
+	recentSlot             int64
 	byReason               [levee.Throttled + 1]int64
 	totalRecv              int64
 }
@@ -632,6 +634,13 @@ func (w *world) arrive(in *instance, j *job) {
 	b := w.bkt(w.now)
 	in.recv[b]++
 	in.totalRecv++
+	if sl := w.now / 1e8; sl != in.recentSlot {
+		for k := in.recentSlot + 1; k <= sl && k <= in.recentSlot+10; k++ {
+			in.recent[k%10] = 0
+		}
+		in.recentSlot = sl
+	}
+	in.recent[in.recentSlot%10]++
 	in.tier.recv[b]++
 	if in.down || w.now < in.failUntil || (in.tier.cfg.Queue > 0 && in.qn >= in.tier.cfg.Queue) {
 		c := j.c
@@ -655,12 +664,27 @@ func (w *world) arrive(in *instance, j *job) {
 	in.q[(in.qh+in.qn)%len(in.q)] = j
 	in.qn++
 	if lim := in.memLimit(); lim > 0 && in.inflight > lim {
-		w.crash(in, fmt.Sprintf("in-flight %d over memory limit %d (queued %d, running %d, waiting on downstream %d)",
-			in.inflight, lim, in.qn, in.busy, in.inflight-in.qn-in.busy), "memory")
+		w.crash(in, fmt.Sprintf("in-flight %d over memory limit %d (queued %d, running %d, waiting on downstream %d); %d attempts arrived in the last second, nominal capacity %.0f/s",
+			in.inflight, lim, in.qn, in.busy, in.inflight-in.qn-in.busy, in.lastSecond(), in.nominal()), "memory")
 		return
 	}
 	w.dispatch(in)
 }
+
+// lastSecond returns the attempts that arrived in the last second.
+func (in *instance) lastSecond() int {
+	sl := in.w.now / 1e8
+	n := 0
+	for k := sl - 9; k <= sl; k++ {
+		if k > in.recentSlot-10 && k <= in.recentSlot {
+			n += int(in.recent[k%10])
+		}
+	}
+	return n
+}
+
+// nominal is the instance's full-speed capacity in requests per second.
+func (in *instance) nominal() float64 { return float64(in.cores) / (in.tier.meanSvc / 1e9) }
 
 func (in *instance) memLimit() int {
 	l := in.tier.cfg.MemoryLimit
@@ -821,10 +845,12 @@ func (w *world) respond(j *job, err error) {
 func (w *world) crash(in *instance, cause, kind string) {
 	in.crashes++
 	w.crashes = append(w.crashes, Crash{
-		T:        round3(float64(w.now) / 1e9),
-		Instance: in.name,
-		Kind:     kind,
-		Cause:    cause,
+		T:           round3(float64(w.now) / 1e9),
+		Instance:    in.name,
+		Kind:        kind,
+		Cause:       cause,
+		ArrivalsRPS: in.lastSecond(),
+		Inflight:    in.inflight,
 	})
 	in.addBusy(-in.busy)
 	in.down = true

@@ -83,6 +83,10 @@ type Crash struct {
 	// (killed for being slow) or "event" (scenario).
 	Kind  string `json:"kind"`
 	Cause string `json:"cause"`
+	// ArrivalsRPS is the attempts that reached the instance in the second
+	// before the crash; Inflight its in-flight requests when it crashed.
+	ArrivalsRPS int `json:"arrivals_last_s"`
+	Inflight    int `json:"inflight"`
 }
 
 // TierResult is what reached a tier.
