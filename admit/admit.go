@@ -205,11 +205,18 @@ type EventKind uint8
 
 // Event kinds.
 const (
+	// OverloadStart: a signal went above its target and shedding began.
 	OverloadStart EventKind = iota + 1
+	// OverloadEnd: nothing was shed for 500ms and the load is below 0.95.
 	OverloadEnd
+	// DegradeChanged: the degradation level in force changed.
 	DegradeChanged
+	// DrillStart and DrillEnd: a forced degradation level (degrade.Force)
+	// began or expired.
 	DrillStart
 	DrillEnd
+	// NoRetryStart and NoRetryEnd: overload rejections began or stopped
+	// saying "don't retry" because of the share of retried requests.
 	NoRetryStart
 	NoRetryEnd
 )
@@ -224,7 +231,8 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// Event is a state change reported to the observer.
+// Event is a state change reported to the observer, with the Snapshot at
+// the Step that saw it.
 type Event struct {
 	Time     time.Time
 	Kind     EventKind
