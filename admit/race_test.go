@@ -2,6 +2,6 @@
 
 package admit_test
 
-// raceEnabled trims the virtual-time scenarios to two seeds under the race
+// raceEnabled trims the virtual-time scenarios to one seed under the race
 // detector, which slows them ~20×; the full five run without it.
 const raceEnabled = true
