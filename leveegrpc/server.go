@@ -2,6 +2,7 @@ package leveegrpc
 
 import (
 	"context"
+	"hash/maphash"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -33,6 +34,8 @@ type Server struct {
 	load     bool
 	inflight atomic.Int64
 	tenants  internTable
+	peers    [64]atomic.Pointer[peerEntry]
+	seed     maphash.Seed
 	reaper   reaper
 }
 
@@ -105,7 +108,7 @@ func isHealth(method string) bool { return strings.HasPrefix(method, HealthPrefi
 // everything (the levee.Call is still read from the metadata and carried in
 // the context).
 func NewServer(c *admit.Controller, opts ...Option) *Server {
-	s := &Server{c: c, exempt: isHealth}
+	s := &Server{c: c, exempt: isHealth, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -131,35 +134,43 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // leaks.
 func (s *Server) InFlight() int64 { return s.inflight.Load() }
 
-// admitted is a ticket taken by InHandle. It is also the context the tap
-// returns (a context node answering admittedKey with itself), which is how
-// the interceptors find it: the interceptor that does releases the ticket
-// when the handler returns. If no interceptor runs (none installed,
-// unknown method, a unary message that never arrived, a stream aborted
-// before its handler) the Server's reaper releases it once gRPC has
-// cancelled the stream's context, which it does whenever a stream ends.
+// ticket is a ticket taken by InHandle. The tap's context (an admitted
+// node) points to it, which is how the interceptors find it: the
+// interceptor that does releases the ticket when the handler returns. If no
+// interceptor runs (none installed, unknown method, a unary message that
+// never arrived, a stream aborted before its handler) the Server's reaper
+// releases it once gRPC has closed the stream context's Done channel, which
+// it does whenever a stream ends. A ticket holds that channel, not the
+// context, so that the reaper keeps no stream's context graph alive.
+type ticket struct {
+	s        *Server
+	t        admit.Ticket
+	released atomic.Bool
+	done     <-chan struct{}
+	next     *ticket // reaper lists
+}
+
+func (t *ticket) release(err error) {
+	if t.released.CompareAndSwap(false, true) {
+		t.t.Done(err)
+		t.s.inflight.Add(-1)
+	}
+}
+
+// admitted is the context InHandle returns: the stream's context plus the
+// ticket, answering admittedKey.
 type admitted struct {
 	context.Context
-	s        *Server
-	ticket   admit.Ticket
-	released atomic.Bool
-	next     *admitted // reaper list
+	t *ticket
 }
 
 type admittedKey struct{}
 
 func (a *admitted) Value(key any) any {
 	if _, ok := key.(admittedKey); ok {
-		return a
+		return a.t
 	}
 	return a.Context.Value(key)
-}
-
-func (a *admitted) release(err error) {
-	if a.released.CompareAndSwap(false, true) {
-		a.ticket.Done(err)
-		a.s.inflight.Add(-1)
-	}
 }
 
 // reapPeriod is how often the reaper looks for tap tickets whose stream
@@ -171,18 +182,18 @@ const reapPeriod = 100 * time.Millisecond
 // compare-and-swap: cheaper than a context.AfterFunc per request, which
 // costs a registration in the stream context's children and five
 // allocations); a goroutine, running only while tickets are outstanding,
-// moves them to its own list every reapPeriod and drops those released,
-// releasing (with the context's error) those whose stream context is done.
+// moves them to its own list every reapPeriod, drops those released, and
+// releases (as "caller gone") those whose stream has ended.
 type reaper struct {
-	head    atomic.Pointer[admitted]
+	head    atomic.Pointer[ticket]
 	running atomic.Bool
 }
 
-func (r *reaper) add(a *admitted) {
+func (r *reaper) add(t *ticket) {
 	for {
 		old := r.head.Load()
-		a.next = old
-		if r.head.CompareAndSwap(old, a) {
+		t.next = old
+		if r.head.CompareAndSwap(old, t) {
 			break
 		}
 	}
@@ -192,29 +203,38 @@ func (r *reaper) add(a *admitted) {
 }
 
 func (r *reaper) run() {
-	var pending []*admitted
-	t := time.NewTicker(reapPeriod)
-	defer t.Stop()
-	for range t.C {
-		for a := r.head.Swap(nil); a != nil; {
-			next := a.next
-			a.next = nil
-			pending = append(pending, a)
-			a = next
+	var pending *ticket // the reaper's own list, linked through next
+	tk := time.NewTicker(reapPeriod)
+	defer tk.Stop()
+	for range tk.C {
+		// Move the new tickets to the front of the own list.
+		if fresh := r.head.Swap(nil); fresh != nil {
+			last := fresh
+			for last.next != nil {
+				last = last.next
+			}
+			last.next = pending
+			pending = fresh
 		}
-		keep := pending[:0]
-		for _, a := range pending {
-			switch {
-			case a.released.Load():
-			case a.Err() != nil:
-				a.release(a.Err())
-			default:
-				keep = append(keep, a)
+		// Keep only the outstanding ones.
+		link := &pending
+		for t := *link; t != nil; t = *link {
+			gone := t.released.Load()
+			if !gone {
+				select {
+				case <-t.done:
+					t.release(context.Canceled)
+					gone = true
+				default:
+				}
+			}
+			if gone {
+				*link, t.next = t.next, nil
+			} else {
+				link = &t.next
 			}
 		}
-		clear(pending[len(keep):])
-		pending = keep
-		if len(pending) == 0 {
+		if pending == nil {
 			r.running.Store(false)
 			// A ticket pushed after the Swap saw running set and started
 			// nothing: take over again unless another goroutine did.
@@ -252,9 +272,9 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 	if l := t.DegradeLevel(); l != 0 {
 		ctx = degrade.WithLevel(ctx, l)
 	}
-	a := &admitted{Context: ctx, s: s, ticket: t}
-	s.reaper.add(a)
-	return a, nil
+	tk := &ticket{s: s, t: t, done: ctx.Done()}
+	s.reaper.add(tk)
+	return &admitted{Context: ctx, t: tk}, nil
 }
 
 // UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
@@ -264,7 +284,7 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 // returns, and maps the handler's levee rejections (see Error), sending the
 // grpc-retry-pushback-ms trailer with them.
 func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+	if a, ok := ctx.Value(admittedKey{}).(*ticket); ok {
 		defer func() { a.release(err); err = s.finish(ctx, err, nil) }()
 		return handler(ctx, req)
 	}
@@ -299,7 +319,7 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 // is released when the handler returns, however the stream ended.
 func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx := ss.Context()
-	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+	if a, ok := ctx.Value(admittedKey{}).(*ticket); ok {
 		defer func() { a.release(err); err = s.finish(ctx, err, ss) }()
 		return handler(srv, ss)
 	}
@@ -432,6 +452,23 @@ func (s *Server) peerTenant(ctx context.Context) string {
 	if !ok || p.Addr == nil {
 		return "unknown"
 	}
+	// gRPC gives every stream of a connection the same *peer.Peer: a small
+	// direct-mapped cache by pointer skips the address arithmetic.
+	slot := &s.peers[maphash.Comparable(s.seed, p)%uint64(len(s.peers))]
+	if e := slot.Load(); e != nil && e.p == p {
+		return e.tenant
+	}
+	t := s.addrTenant(p)
+	slot.Store(&peerEntry{p: p, tenant: t})
+	return t
+}
+
+type peerEntry struct {
+	p      *peer.Peer
+	tenant string
+}
+
+func (s *Server) addrTenant(p *peer.Peer) string {
 	var addr netip.Addr
 	switch a := p.Addr.(type) {
 	case *net.TCPAddr:
