@@ -1,9 +1,10 @@
 package loopback
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -103,27 +105,11 @@ func runChild(role string) int {
 		fmt.Fprintln(os.Stderr, "loopback:", err)
 	}
 	out := &childOut{enc: json.NewEncoder(os.Stdout)}
-	in := bufio.NewReader(os.Stdin)
-	line, err := in.ReadBytes('\n')
+	line, err := readLine(0)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopback: no config:", err)
 		return 2
 	}
-	// stop is closed on "stop" from the parent; on EOF (the parent died or
-	// gave up) the child exits at once.
-	stop := make(chan struct{})
-	go func() {
-		for {
-			l, err := in.ReadString('\n')
-			if strings.TrimSpace(l) == "stop" {
-				close(stop)
-				return
-			}
-			if err != nil {
-				os.Exit(3)
-			}
-		}
-	}()
 	switch role {
 	case roleBackend:
 		var cfg backendConfig
@@ -132,7 +118,7 @@ func runChild(role string) int {
 			return 2
 		}
 		hardLimit(cfg.Limit)
-		return runBackend(cfg, pinned, out, stop)
+		return runBackend(cfg, pinned, out)
 	case roleLoadgen:
 		var cfg loadConfig
 		if err := json.Unmarshal(line, &cfg); err != nil {
@@ -140,10 +126,78 @@ func runChild(role string) int {
 			return 2
 		}
 		hardLimit(cfg.Limit)
+		// Exit as soon as the parent closes stdin (it died or gave up).
+		go func() {
+			var b [64]byte
+			for {
+				if n, err := syscall.Read(0, b[:]); n == 0 || (err != nil && err != syscall.EINTR) {
+					os.Exit(3)
+				}
+			}
+		}()
 		return runLoadgen(cfg, out)
 	}
 	fmt.Fprintln(os.Stderr, "loopback: unknown role", role)
 	return 2
+}
+
+// readLine reads one line from fd byte by byte, so that nothing after it
+// is consumed.
+func readLine(fd int) ([]byte, error) {
+	var line []byte
+	var b [1]byte
+	for len(line) < 1<<20 {
+		n, err := syscall.Read(fd, b[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		if b[0] == '\n' {
+			return line, nil
+		}
+		line = append(line, b[0])
+	}
+	return nil, errors.New("config line too long")
+}
+
+// stdinControl watches stdin for the parent's "stop" line and for EOF by
+// polling a non-blocking fd 0 from a timer-driven goroutine. A goroutine
+// blocked on a read would, once woken, queue behind every runnable handler
+// of a saturated GOMAXPROCS=1 backend and answer "stop" minutes late; a
+// timer's goroutine runs next.
+type stdinControl struct{ buf []byte }
+
+func (c *stdinControl) poll() (stop, eof bool) {
+	var b [256]byte
+	for {
+		n, err := syscall.Read(0, b[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			break
+		}
+		if err != nil || n == 0 {
+			return false, true
+		}
+		c.buf = append(c.buf, b[:n]...)
+	}
+	for {
+		i := bytes.IndexByte(c.buf, '\n')
+		if i < 0 {
+			return false, false
+		}
+		l := strings.TrimSpace(string(c.buf[:i]))
+		c.buf = c.buf[i+1:]
+		if l == "stop" {
+			return true, false
+		}
+	}
 }
 
 func hardLimit(d time.Duration) {
@@ -185,7 +239,7 @@ func pinFromEnv() (string, error) {
 	return "cpu" + v, nil
 }
 
-func runBackend(cfg backendConfig, pinned string, out *childOut, stop <-chan struct{}) int {
+func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 	work := backend.NewWork(cfg.Work)
 	srv, err := backend.New(backend.Options{
 		Protection: cfg.Protection,
@@ -213,7 +267,23 @@ func runBackend(cfg backendConfig, pinned string, out *childOut, stop <-chan str
 	go srv.Run(ctx)
 	go func() { _ = srv.Serve(ln, hs) }()
 	out.send("ready", backendReady{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
-	<-stop
+	if err := syscall.SetNonblock(0, true); err != nil {
+		out.send("error", err.Error())
+		return 1
+	}
+	ctl := &stdinControl{}
+	tick := time.NewTicker(50 * time.Millisecond)
+	for {
+		<-tick.C
+		stop, eof := ctl.poll()
+		if eof {
+			os.Exit(3)
+		}
+		if stop {
+			break
+		}
+	}
+	tick.Stop()
 	_ = ln.Close()
 	out.send("report", srv.Report())
 	return 0

@@ -238,7 +238,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Drain = 4 * time.Second
 	}
 	pl := Place()
-	limit := scheduleLength(cfg.Phases) + cfg.Drain + 30*time.Second
+	// Generous: a saturated GOMAXPROCS=1 backend answers "stop" only once
+	// its timer goroutine gets the CPU again, which can take tens of seconds
+	// behind a run queue of CPU-bound handlers.
+	limit := 2*(scheduleLength(cfg.Phases)+cfg.Drain) + 60*time.Second
 	be, ready, err := startBackend(ctx, pl.Backend, cfg.Protection, cfg.Work, limit)
 	if err != nil {
 		return nil, err
