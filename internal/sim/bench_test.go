@@ -17,8 +17,9 @@ func cpuTime() time.Duration {
 }
 
 // BenchmarkSimThroughput runs the avalanche scenario's runs one after the
-// other and reports simulated requests (attempts reaching an instance) per
-// CPU-second of the benchmark process.
+// other and reports simulated requests (attempts sent to a load balancer,
+// retries included) per CPU-second of the benchmark process (user +
+// system time of every thread, garbage collection included).
 func BenchmarkSimThroughput(b *testing.B) {
 	data, _ := scenarios.Get("avalanche")
 	s, err := Parse(data)

@@ -22,12 +22,22 @@ type wireError struct{ msg string }
 
 func (e *wireError) Error() string { return "sim: " + e.msg }
 
+// connError is a connection failure. It matches its errno with errors.Is
+// but has no Unwrap, which keeps the chains the policies walk short.
+type connError struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *connError) Error() string        { return "sim: " + e.msg }
+func (e *connError) Is(target error) bool { return target == e.errno }
+
 var (
 	// errRefused: nothing listening (instance down, failing, queue full) or
 	// no healthy instance behind the load balancer. Unsent.
-	errRefused = fmt.Errorf("sim: connection refused: %w", syscall.ECONNREFUSED)
+	errRefused error = &connError{"connection refused", syscall.ECONNREFUSED}
 	// errReset: the instance crashed with the request in flight.
-	errReset = fmt.Errorf("sim: connection reset: %w", syscall.ECONNRESET)
+	errReset error = &connError{"connection reset", syscall.ECONNRESET}
 	// errUpstream: a mid-tier's downstream failed without a levee rejection.
 	errUpstream error = &wireError{"502 bad gateway"}
 	// errTimeout: the caller stopped waiting (the overall deadline).
@@ -55,7 +65,7 @@ func rej(err error) *levee.RejectedError {
 		return nil
 	case *levee.RejectedError:
 		return e
-	case *wireError:
+	case *wireError, *connError:
 		return nil
 	}
 	switch err {
@@ -168,6 +178,7 @@ type job struct {
 	tenant   int32
 	crit     levee.Criticality
 	arrive   int64
+	deadline int64 // the caller's deadline for this attempt
 	svcStart int64
 	cpu      int64
 	child    *call
@@ -280,7 +291,7 @@ type world struct {
 	crashes  []Crash
 	wasted   int64 // core·ns spent on work whose caller had gone
 	busyAll  int64 // core·ns of all work and rejections
-	requests int64 // simulated requests (attempts at instances)
+	requests int64 // simulated requests: attempts sent to a load balancer
 
 	lanes     []*lane
 	freeJobs  []*job
@@ -432,6 +443,7 @@ func (w *world) send(c *call) {
 	if cl.pop != nil {
 		w.attempted[w.bkt(now)]++
 	}
+	w.requests++
 	attDL := min(c.deadline, now+cl.attemptTimeout)
 	inst := cl.target.pick()
 	if inst == nil {
@@ -446,8 +458,15 @@ func (w *world) send(c *call) {
 	j.crit, j.tenant, j.pop = c.crit, c.tenant, c.pop
 	j.ctx.parent = c.pop.ctx(c.crit, c.tenant, attempt)
 	j.ctx.deadline = at(attDL)
+	j.deadline = attDL
 	c.cur = j
 	c.gen++
+	if p := c.parent; p != nil && attDL == p.deadline && p.inst.tier.propagate {
+		// The caller's own timer fires at this very instant and its
+		// cancellation ends this call: no timer of our own.
+		w.arrive(inst, j)
+		return
+	}
 	e := event{t: attDL, kind: evAttemptTimer, c: c, gen: c.gen}
 	if l := cl.lane; attDL == now+cl.attemptTimeout && (l.n == 0 || l.tail() <= attDL) {
 		w.q.seq++
@@ -630,7 +649,6 @@ func (in *instance) addBusy(d int) {
 }
 
 func (w *world) arrive(in *instance, j *job) {
-	w.requests++
 	b := w.bkt(w.now)
 	in.recv[b]++
 	in.totalRecv++
@@ -794,8 +812,8 @@ func (w *world) serviceDone(j *job) {
 		c.tenant = j.tenant
 		c.start = w.now
 		c.deadline = w.now + in.down2.timeout
-		if in.tier.propagate && !j.ctx.deadline.IsZero() {
-			c.deadline = min(c.deadline, j.ctx.deadline.Sub(epoch).Nanoseconds())
+		if in.tier.propagate {
+			c.deadline = min(c.deadline, j.deadline)
 		}
 		c.att.Init(in.down2.policy, at(w.now), at(c.deadline))
 		j.child = c

@@ -52,7 +52,8 @@ type RunResult struct {
 	// WastedWorkShare is the share of the servers' CPU time spent on work
 	// whose caller had already gone (timed out, or lost in a crash).
 	WastedWorkShare float64 `json:"wasted_work_share"`
-	// SimulatedRequests counts the attempts that reached an instance.
+	// SimulatedRequests counts the attempts sent to a tier's load
+	// balancer (retries included, local throttling excluded).
 	SimulatedRequests int64            `json:"simulated_requests"`
 	Tiers             []TierResult     `json:"tiers"`
 	Instances         []InstanceResult `json:"instances"`
