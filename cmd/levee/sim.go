@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ type simCmd struct {
 	Seed     uint64 `default:"1" help:"Random seed; the same seed gives byte-identical JSON."`
 	JSON     bool   `name:"json" help:"Print the report as JSON instead of tables."`
 	HTML     string `name:"html" type:"path" placeholder:"FILE" help:"Also write a self-contained HTML report with SVG charts to FILE."`
+	SVG      string `name:"svg" type:"path" placeholder:"FILE" help:"Also write one SVG chart comparing the runs (goodput and attempts over time) to FILE."`
 	List     bool   `help:"List the built-in scenarios."`
 	Show     bool   `help:"Print the scenario's YAML and exit."`
 	Quiet    bool   `short:"q" help:"No progress on stderr."`
@@ -95,20 +97,32 @@ func (c *simCmd) Run() error {
 		return err
 	}
 	if c.HTML != "" {
-		f, err := os.Create(c.HTML)
-		if err != nil {
+		if err := c.write(c.HTML, rep.WriteHTML); err != nil {
 			return err
 		}
-		if err := rep.WriteHTML(f); err != nil {
-			f.Close()
+	}
+	if c.SVG != "" {
+		if err := c.write(c.SVG, rep.WriteSVG); err != nil {
 			return err
 		}
-		if err := f.Close(); err != nil {
-			return err
-		}
-		if !c.Quiet {
-			fmt.Fprintf(os.Stderr, "sim: wrote %s\n", c.HTML)
-		}
+	}
+	return nil
+}
+
+func (c *simCmd) write(name string, f func(io.Writer) error) error {
+	out, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := f(out); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if !c.Quiet {
+		fmt.Fprintf(os.Stderr, "sim: wrote %s\n", name)
 	}
 	return nil
 }

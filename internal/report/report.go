@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -91,6 +92,8 @@ func SVG(c Chart) ([]byte, error) {
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
 	p.Legend.Top = true
+	p.Y.Tick.Marker = plainTicks{}
+	p.X.Tick.Marker = plainTicks{}
 	p.Add(plotter.NewGrid())
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, s := range c.Series {
@@ -154,6 +157,24 @@ func SVG(c Chart) ([]byte, error) {
 		out = out[i:]
 	}
 	return out, nil
+}
+
+// plainTicks labels ticks without trailing zeros: 50000, not 50000.00.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			v := ts[i].Value
+			if math.Abs(v) >= 1e6 {
+				ts[i].Label = strconv.FormatFloat(v, 'f', 0, 64)
+			} else {
+				ts[i].Label = strconv.FormatFloat(v, 'g', 6, 64)
+			}
+		}
+	}
+	return ts
 }
 
 const page = `<!DOCTYPE html>

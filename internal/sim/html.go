@@ -8,6 +8,31 @@ import (
 	"github.com/levee-dev/levee/internal/report"
 )
 
+// WriteSVG writes one chart comparing the runs: the offered load, and
+// every run's goodput and attempts over time (for a README).
+func (r *Report) WriteSVG(w io.Writer) error {
+	c := report.Chart{
+		Title:  fmt.Sprintf("levee sim %s: goodput and attempts per run", r.Scenario),
+		XLabel: "time (s)", YLabel: "requests/s", Width: 720, Height: 300,
+	}
+	for i, run := range r.Runs {
+		s := run.Series
+		x0 := s.BucketS / 2
+		if i == 0 {
+			c.Series = append(c.Series, report.Uniform("offered", x0, s.BucketS, s.Offered))
+		}
+		c.Series = append(c.Series,
+			report.Uniform(run.Name+" goodput", x0, s.BucketS, s.Goodput),
+			report.Uniform(run.Name+" attempted", x0, s.BucketS, s.Attempted))
+	}
+	b, err := report.SVG(c)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
 // WriteHTML writes the report as a self-contained HTML page with SVG
 // charts: per run, offered / attempted / goodput / rejected / failed over
 // time and every instance's received rate, utilisation and state.
