@@ -198,7 +198,7 @@ func serverLine(res *loopback.Result) string {
 	}
 	line += fmt.Sprintf("; used %.1fs of CPU, waited %.1fs for one", res.Server.CPU.Seconds(), res.Server.RunDelay.Seconds())
 	if res.Server.MaxStall > 0 {
-		line += fmt.Sprintf("; descheduled by other work for %.1fs (longest %v)", res.Server.Stalled.Seconds(), res.Server.MaxStall.Round(time.Millisecond))
+		line += fmt.Sprintf("; its timers ran late for %.1fs (longest gap %v)", res.Server.Stalled.Seconds(), res.Server.MaxStall.Round(time.Millisecond))
 	}
 	return line
 }
@@ -319,7 +319,7 @@ func writeTable(w io.Writer, out demoJSON, repeat int) {
 		}},
 		{"handler runs after client deadline", func(r demoRun) (float64, bool) { return 100 * loopback.LateShare(r.res.Server.Series), true }},
 		{"shedding driven by", nil},
-		{"backend descheduled by other work (s)", func(r demoRun) (float64, bool) { return r.res.Server.Stalled.Seconds(), true }},
+		{"backend timer goroutines stalled (s)", func(r demoRun) (float64, bool) { return r.res.Server.Stalled.Seconds(), true }},
 	}
 	title := "median of 1 run each"
 	if repeat > 1 {

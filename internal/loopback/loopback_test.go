@@ -107,7 +107,7 @@ func checkLoopback(t *testing.T, work time.Duration, repeat int) {
 				r.rec5x = s
 			}
 			name, share := backend.Dominant(res.Server.ShedBy)
-			t.Logf("%-8s goodput 2x %6.1f 5x %6.1f req/s | attempts/offered 2x %.2f 5x %.2f | server recovery 2x %4.1fs 5x %4.1fs | late runs %5.1f%% | rejected at 0.7x %d | shed by %s (%.0f%%) | gen errors %d, max lag %v | backend descheduled %.1fs (longest %v), waited %.1fs for a CPU",
+			t.Logf("%-8s goodput 2x %6.1f 5x %6.1f req/s | attempts/offered 2x %.2f 5x %.2f | server recovery 2x %4.1fs 5x %4.1fs | late runs %5.1f%% | rejected at 0.7x %d | shed by %s (%.0f%%) | gen errors %d, max lag %v | backend timers stalled %.1fs (longest %v), threads waited %.1fs for a CPU",
 				cfg.Name, r.good2x, r.good5x, r.attempts2x, r.attempts5, r.rec2x, r.rec5x, 100*r.late, r.rejNormal,
 				name, 100*share, res.Load.GenErrors, res.Load.MaxLag.Round(time.Millisecond),
 				res.Server.Stalled.Seconds(), res.Server.MaxStall.Round(time.Millisecond), res.Server.RunDelay.Seconds())
