@@ -39,6 +39,7 @@ const (
 	minSampleShift  = 3 // at most one request in 8 is sampled for tenant accounting
 	ringTarget      = fairq.RingSize / 2
 	lagPeriods      = 2                      // periods before a change shows in the signal
+	maxRise         = 1.1                    // the target rises at most this much a period
 	drainTime       = 250 * time.Millisecond // drain a flood's backlog over about this long
 )
 
@@ -115,6 +116,8 @@ type Controller struct {
 	admCnt      [2]float64 // admitted in the last two periods (newest first)
 	prevLoad    float64
 	corr        float64                 // integral correction of the estimate
+	sawOver     bool                    // the signal showed load > 1 during the drain
+	lastLoad    float64                 // the previous reading
 	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
 	ratePos     int
 }
@@ -313,7 +316,9 @@ func (c *Controller) step(now time.Time) []Event {
 	lagged := c.rateHist[(c.ratePos+1)%len(c.rateHist)]
 	c.rateHist[c.ratePos%len(c.rateHist)] = c.admRate
 	c.ratePos++
-	steady := lagged > 0 && math.Abs(c.admRate-lagged) <= 0.2*lagged
+	steady := lagged > 0 && math.Abs(c.admRate-lagged) <= 0.2*lagged &&
+		math.Abs(load-c.lastLoad) <= 0.1*load // a reading still moving is not aligned with the rate
+	c.lastLoad = load
 	if !c.shedding && load > 0.2 && load <= 1 && steady {
 		est := lagged / load
 		if c.capEst == 0 {
@@ -341,6 +346,7 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 		c.capStart = c.target
 		c.drain = 0
+		c.sawOver = false
 		if c.capEst > 0 { // without an estimate there is no model to drain by
 			for _, x := range c.admHist {
 				c.drain += max(0, x)
@@ -349,10 +355,11 @@ func (c *Controller) step(now time.Time) []Event {
 		c.corr = 1
 	} else if c.shedding {
 		switch {
-		case c.drain > 0 && load < 1:
-			// The signal already shows the backlog gone.
+		case c.drain > 0 && load < 1 && c.sawOver:
+			// The signal, after showing the overload, shows the backlog gone.
 			c.drain = 0
 		case c.drain > 0:
+			c.sawOver = c.sawOver || load > 1
 			// The signal is saturated by the backlog: steer by the model
 			// (backlog shrinks by capacity − admitted) instead of
 			// integrating a reading that cannot say how far over we are.
@@ -371,7 +378,9 @@ func (c *Controller) step(now time.Time) []Event {
 			// cannot see (admissions below the aim, work that is not
 			// proportional to admissions).
 			c.corr = min(max(c.corr*math.Pow(l, -integralGain), 0.7), 1.4)
-			c.target *= math.Pow(est*c.corr/c.target, estGain)
+			// Rises are limited to 10% a period: a reading that lags more
+			// than the estimate assumes must not pull the target up.
+			c.target *= min(math.Pow(est*c.corr/c.target, estGain), maxRise)
 		default:
 			c.target *= math.Pow(min(max(load, minLoad), maxLoad), -fallbackGain)
 		}

@@ -29,7 +29,9 @@ type plant struct {
 	rejWork float64 // rejection work waiting
 	busy    float64 // work done in the current sample period
 	elapsed time.Duration
-	samples [2]float64 // [latest, previous]
+	samples [8]float64 // newest first
+	lag     int        // samples of delay before a reading is reported (1 = the acceptance plant)
+	smooth  float64    // EWMA weight of the new sample in the reported value; 0 = none
 	value   float64
 
 	// Cumulative, read by the driver.
@@ -40,7 +42,7 @@ type plant struct {
 func newPlant(c0 float64, seed uint64) *plant {
 	return &plant{
 		c0: c0, target: 0.8, cost: 1, rejCost: 0.02, noise: 0.05,
-		period: 50 * time.Millisecond,
+		period: 50 * time.Millisecond, lag: 1,
 		rng:    rand.New(rand.NewPCG(seed, 0x5eed)),
 	}
 }
@@ -80,8 +82,13 @@ func (p *plant) advance(dt time.Duration) bool {
 	}
 	u := p.busy / (p.capacityWork() * p.elapsed.Seconds())
 	p.busy, p.elapsed = 0, 0
-	p.samples[1], p.samples[0] = p.samples[0], u
-	p.value = p.samples[1] * (1 + p.noise*(2*p.rng.Float64()-1))
+	copy(p.samples[1:], p.samples[:len(p.samples)-1])
+	p.samples[0] = u
+	v := p.samples[p.lag] * (1 + p.noise*(2*p.rng.Float64()-1))
+	if p.smooth > 0 {
+		v = p.value + p.smooth*(v-p.value)
+	}
+	p.value = v
 	return true
 }
 
