@@ -43,7 +43,7 @@ func newPlant(c0 float64, seed uint64) *plant {
 	return &plant{
 		c0: c0, target: 0.8, cost: 1, rejCost: 0.02, noise: 0.05,
 		period: 50 * time.Millisecond, lag: 1,
-		rng:    rand.New(rand.NewPCG(seed, 0x5eed)),
+		rng: rand.New(rand.NewPCG(seed, 0x5eed)),
 	}
 }
 
