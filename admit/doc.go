@@ -36,8 +36,8 @@
 //	  load > 1 and degradation already up → shed, target A = K, and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
-//	  shedding: A ← A·(est·corr/A)^0.35, est = admitted ÷ load over the two periods
-//	        the reading reflects (arrival noise cancels), corr ← corr·load^-0.01
+//	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
+//	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01
 //	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
 //	        the partly shed rank as a per-period count for unlisted tenants
 //
