@@ -35,8 +35,9 @@ func (c *simCmd) Run() error {
 			desc := ""
 			if err == nil {
 				desc = s.Description
-				if i := strings.Index(desc, ". "); i > 0 {
-					desc = desc[:i+1]
+				if len(desc) > 100 {
+					cut := strings.LastIndex(desc[:100], " ")
+					desc = desc[:cut] + " …"
 				}
 			}
 			fmt.Printf("%-14s %s\n", n, desc)

@@ -693,7 +693,7 @@ func (w *world) arrive(in *instance, j *job) {
 func (in *instance) lastSecond() int {
 	sl := in.w.now / 1e8
 	n := 0
-	for k := sl - 9; k <= sl; k++ {
+	for k := max(sl-9, 0); k <= sl; k++ {
 		if k > in.recentSlot-10 && k <= in.recentSlot {
 			n += int(in.recent[k%10])
 		}
