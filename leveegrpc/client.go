@@ -105,7 +105,7 @@ func (c *Client) DialOptions() []grpc.DialOption {
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor),
 	}
-	if c.policy.MaxAttempts != 1 {
+	if c.policy.MaxAttempts == 0 || c.policy.MaxAttempts > 1 {
 		opts = append(opts, grpc.WithDisableRetry())
 	}
 	return opts
