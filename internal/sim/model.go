@@ -288,6 +288,10 @@ type world struct {
 	offered, attempted, throttled, goodput, rejected, failed []int64
 	latSum                                                   []float64
 
+	// per phase and criticality: offered (at creation) and goodput (at
+	// completion)
+	critOffered, critGood [][levee.NumCriticalities]int64
+
 	crashes  []Crash
 	wasted   int64 // core·ns spent on work whose caller had gone
 	busyAll  int64 // core·ns of all work and rejections
@@ -416,6 +420,7 @@ func (w *world) arrival(p *population) {
 	c.deadline = w.now + p.caller.timeout
 	c.att.Init(p.caller.policy, at(w.now), at(c.deadline))
 	w.offered[w.bkt(w.now)]++
+	w.critOffered[w.phase][cr]++
 	w.send(c)
 }
 
@@ -585,6 +590,7 @@ func (w *world) finish(c *call, err error) {
 	switch {
 	case err == nil:
 		w.goodput[b]++
+		w.critGood[w.phase][c.crit]++
 		w.latSum[b] += float64(w.now-c.start) / 1e9
 	default:
 		if r := rej(err); r != nil {

@@ -71,9 +71,19 @@ type PhaseResult struct {
 	GoodputRPS   float64 `json:"goodput_rps"`
 	RejectedRPS  float64 `json:"rejected_rps"`
 	FailedRPS    float64 `json:"failed_rps"`
+	// ByCriticality gives offered and goodput per criticality, for the
+	// criticalities that were offered.
+	ByCriticality []CritResult `json:"by_criticality,omitempty"`
 	// MeanLatencyS is the mean latency of successful requests, from their
 	// creation (the scheduled send time) to the final response.
 	MeanLatencyS float64 `json:"mean_latency_s"`
+}
+
+// CritResult is one criticality's share of a phase.
+type CritResult struct {
+	Criticality string  `json:"criticality"`
+	OfferedRPS  float64 `json:"offered_rps"`
+	GoodputRPS  float64 `json:"goodput_rps"`
 }
 
 // Crash is one crash event.
@@ -163,6 +173,17 @@ type AmpRow struct {
 	Amplification float64 `json:"amplification"`
 }
 
+func hasMix(r *Report) bool {
+	for _, run := range r.Runs {
+		for _, p := range run.Phases {
+			if len(p.ByCriticality) > 1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func round3(x float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0
@@ -218,6 +239,16 @@ func (w *world) result() RunResult {
 		}
 		if good > 0 {
 			pr.MeanLatencyS = round3(lat / float64(good))
+		}
+		for _, cr := range levee.ByRank {
+			if w.critOffered[i][cr] == 0 {
+				continue
+			}
+			pr.ByCriticality = append(pr.ByCriticality, CritResult{
+				Criticality: cr.String(),
+				OfferedRPS:  round3(float64(w.critOffered[i][cr]) / d),
+				GoodputRPS:  round3(float64(w.critGood[i][cr]) / d),
+			})
 		}
 		r.Phases = append(r.Phases, pr)
 		start = end
@@ -512,6 +543,31 @@ func (r *Report) WriteTable(out io.Writer) error {
 			run.Crashes, run.OutageS, rec, 100*run.WastedWorkShare, strings.Join(peaks, ", "))
 	}
 	tw.Flush()
+	if hasMix(r) {
+		b.WriteString("\ngoodput ÷ offered per criticality (shed first → last):\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "run\tphase\t")
+		for _, cr := range levee.ByRank {
+			fmt.Fprintf(tw, "%s\t", cr)
+		}
+		fmt.Fprintln(tw)
+		for _, run := range r.Runs {
+			for _, p := range run.Phases {
+				fmt.Fprintf(tw, "%s\t%s\t", run.Name, p.Name)
+				for _, cr := range levee.ByRank {
+					cell := "-"
+					for _, x := range p.ByCriticality {
+						if x.Criticality == cr.String() && x.OfferedRPS > 0 {
+							cell = fmt.Sprintf("%.0f%%", 100*x.GoodputRPS/x.OfferedRPS)
+						}
+					}
+					fmt.Fprintf(tw, "%s\t", cell)
+				}
+				fmt.Fprintln(tw)
+			}
+		}
+		tw.Flush()
+	}
 	for _, run := range r.Runs {
 		if len(run.CrashEvents) == 0 {
 			continue

@@ -163,6 +163,8 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 		w.phaseEnd = append(w.phaseEnd, t)
 	}
 	w.scale = *s.Phases[0].Scale
+	w.critOffered = make([][levee.NumCriticalities]int64, len(s.Phases))
+	w.critGood = make([][levee.NumCriticalities]int64, len(s.Phases))
 	for i := range s.Tiers {
 		cfg := &s.Tiers[i]
 		tr := &tierRT{
