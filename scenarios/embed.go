@@ -1,5 +1,3 @@
-// Package scenarios holds the simulator's built-in scenarios as committed
-// YAML (levee sim NAME runs NAME.yaml).
 package scenarios
 
 import (
