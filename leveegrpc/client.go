@@ -29,6 +29,7 @@ type Client struct {
 	throttle *throttle.Group
 	margin   time.Duration
 	key      func(cc *grpc.ClientConn, method string) string
+	notIdem  func(method string) bool
 
 	// now and sleep are the clock; tests replace them.
 	now   func() time.Time
@@ -77,6 +78,16 @@ func WithMargin(d time.Duration) ClientOption {
 	return func(c *Client) { c.margin = max(d, 0) }
 }
 
+// WithNotIdempotent names the methods (full names, "/package.Service/Method")
+// that must not run twice: for them levee retries only failures that prove
+// the request was never processed (a server's admission rejection, a
+// connection refused), never a plain UNAVAILABLE, which may come after the
+// handler ran. Default: every method is idempotent, or as the Policy's
+// NotIdempotent says.
+func WithNotIdempotent(f func(method string) bool) ClientOption {
+	return func(c *Client) { c.notIdem = f }
+}
+
 // DefaultMargin is the deadline margin of a Client without WithMargin.
 const DefaultMargin = 5 * time.Millisecond
 
@@ -109,6 +120,15 @@ func (c *Client) DialOptions() []grpc.DialOption {
 		opts = append(opts, grpc.WithDisableRetry())
 	}
 	return opts
+}
+
+// policyFor returns the retry policy of method.
+func (c *Client) policyFor(method string) retry.Policy {
+	p := c.policy
+	if c.notIdem != nil && c.notIdem(method) {
+		p.NotIdempotent = true
+	}
+	return p
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -198,7 +218,8 @@ func (e *attemptError) Error() string   { return e.err.Error() }
 func (e *attemptError) Unwrap() []error { return []error{e.rej, e.err} }
 
 // classify turns the error of one attempt (with its trailer) into what
-// retry.Attempts understands: a levee rejection stays itself; a plain
+// retry.Attempts understands: a levee rejection stays itself (marked
+// retry.Unsent when it is a retryable overload); a plain
 // Unavailable (connection lost, server going away) is marked retryable,
 // which the Policy retries only for idempotent calls; anything else is
 // permanent.
@@ -207,7 +228,15 @@ func classify(err error, trailer metadata.MD) error {
 		if levee.AsRejected(err) == rej {
 			return err // already levee's (a local rejection)
 		}
-		return &attemptError{rej: rej, err: err}
+		var e error = &attemptError{rej: rej, err: err}
+		if rej.Reason == levee.Overloaded && !rej.NoRetry {
+			// Only a server's admission says "overloaded, retry later"
+			// (a handler's overload goes upward as no-retry): the request
+			// was never processed, so even a non-idempotent call may be
+			// retried.
+			e = retry.Unsent(e)
+		}
+		return e
 	}
 	if status.Code(err) == codes.Unavailable {
 		return retry.Retryable(err)
@@ -279,7 +308,7 @@ func (c *Client) UnaryClientInterceptor(ctx context.Context, method string, req,
 		thr = c.throttle.Get(c.key(cc, method))
 	}
 	var a retry.Attempts
-	a.Init(c.policy, now, dl)
+	a.Init(c.policyFor(method), now, dl)
 	for {
 		n := a.Attempt()
 		if thr != nil {
@@ -350,7 +379,7 @@ func (c *Client) StreamClientInterceptor(ctx context.Context, desc *grpc.StreamD
 		thr = c.throttle.Get(c.key(cc, method))
 	}
 	var a retry.Attempts
-	a.Init(c.policy, now, dl)
+	a.Init(c.policyFor(method), now, dl)
 	for {
 		n := a.Attempt()
 		if thr != nil {

@@ -364,3 +364,46 @@ func TestClientThrottlesPerTarget(t *testing.T) {
 		t.Errorf("overloaded target throttled %d of 100 calls, want most", throttled)
 	}
 }
+
+// TestClientNotIdempotent: a method marked not idempotent is retried after
+// an admission rejection (the request was never processed) but not after a
+// plain UNAVAILABLE (it may have been); an idempotent one after both.
+func TestClientNotIdempotent(t *testing.T) {
+	plainUnavailable := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return nil, status.Error(codes.Unavailable, "connection lost")
+	}
+	tests := []struct {
+		name     string
+		notIdem  bool
+		levee    bool // levee rejection, else plain UNAVAILABLE
+		attempts int
+	}{
+		{"idempotent, levee rejection", false, true, 3},
+		{"idempotent, plain unavailable", false, false, 3},
+		{"not idempotent, levee rejection", true, true, 3},
+		{"not idempotent, plain unavailable", true, false, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &rejector{n: 1 << 30, rej: rej(levee.Overloaded, time.Millisecond, false)}
+			var calls atomic.Int64
+			intercept := r.unary
+			if !tt.levee {
+				intercept = func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+					calls.Add(1)
+					return plainUnavailable(ctx, req, info, h)
+				}
+			}
+			target, dopt := startServer(t, bufNet, &echoImpl{}, grpc.ChainUnaryInterceptor(intercept))
+			c := testClient(&waits{}, retry.Policy{}, WithNotIdempotent(func(m string) bool { return tt.notIdem && m == echoMethod }))
+			cc := dial(t, target, append(c.DialOptions(), dopt)...)
+			if _, err := callEcho(context.Background(), cc, "x"); status.Code(err) != codes.Unavailable {
+				t.Fatalf("err = %v, want Unavailable", err)
+			}
+			got := int(calls.Load()) + len(r.seen())
+			if got != tt.attempts {
+				t.Errorf("server saw %d attempts, want %d", got, tt.attempts)
+			}
+		})
+	}
+}

@@ -100,10 +100,12 @@
 //   - retry unary calls as the retry.Policy and its budget allow, waiting
 //     at least the server's pushback (trailer, RetryInfo or ErrorInfo), never
 //     after "no-retry" (-1), a quota rejection without a delay, or a
-//     deadline; plain UNAVAILABLE without levee's marks (connection lost) is
-//     retried only for idempotent calls. Streams retry only their
-//     establishment: a rejection arriving on RecvMsg is returned, not
-//     retried.
+//     deadline. A retryable overload comes only from a server's admission,
+//     before the handler ran, so it is retried even for methods marked
+//     WithNotIdempotent; a plain UNAVAILABLE without levee's marks
+//     (connection lost, server stopping) only for idempotent ones. Streams
+//     retry only their establishment: a rejection arriving on RecvMsg is
+//     returned, not retried.
 //
 // A failed call returns the call's own error, or for a levee rejection an
 // error that carries a *levee.RejectedError (levee.AsRejected,
