@@ -37,12 +37,16 @@ func FromContext(ctx context.Context) Level {
 	return 0
 }
 
-// Default parameters.
+// Default parameters (see the options).
 const (
-	DefaultTarget     = 0.85
+	// DefaultTarget is the load at which level 1 is entered.
+	DefaultTarget = 0.85
+	// DefaultHysteresis is how far below its entry load a level is left.
 	DefaultHysteresis = 0.05
-	DefaultMax        = Level(3)
-	DefaultHold       = time.Second
+	// DefaultMax is the highest level.
+	DefaultMax = Level(3)
+	// DefaultHold is how long the load must stay low before a level is left.
+	DefaultHold = time.Second
 )
 
 // Option configures a Controller.

@@ -7,8 +7,9 @@
 // into a Level: 0 normal, 1..Max degraded. Levels are entered at a lower
 // target than shedding (default 0.85 of it), so degradation comes first,
 // and left with hysteresis and a hold time so they do not flap. Handlers read
-// the level from their request context with FromContext (admit and the HTTP
-// and gRPC adapters put it there) and decide what a degraded answer is.
+// the level from their request context with FromContext (the HTTP and gRPC
+// adapters put admit's Ticket.DegradeLevel there) and decide what a degraded
+// answer is.
 //
 // Degraded code paths rot when they are never run, so Force sets a level for
 // a drill and the drill ends on its own at the given time.
