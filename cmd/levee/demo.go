@@ -21,7 +21,7 @@ import (
 type demoCmd struct {
 	Quick  bool          `help:"Short run (under 30 s)."`
 	JSON   bool          `name:"json" help:"Print the results as JSON on stdout; progress goes to stderr."`
-	HTML   string        `name:"html" default:"levee-demo.html" placeholder:"FILE" help:"Write the charts to FILE (\"\" to skip)."`
+	HTML   string        `name:"html" default:"levee-demo.html" placeholder:"FILE" help:"Write the charts to FILE (default levee-demo.html; \"\" to skip)."`
 	Repeat int           `default:"1" help:"Alternate unprotected and levee runs N times each; the table shows medians and spread."`
 	Work   time.Duration `default:"2ms" help:"CPU time the backend burns per request."`
 }
