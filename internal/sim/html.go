@@ -70,7 +70,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		}
 		recv := report.Chart{Title: run.Name + ": attempts received per instance", XLabel: "time (s)", YLabel: "requests/s"}
 		util := report.Chart{Title: run.Name + ": CPU utilisation per instance", XLabel: "time (s)", YLabel: "busy cores / cores", YMin: 0, YMax: 1.15}
-		state := report.Chart{Title: run.Name + ": instance state (0 up, 1 warming up, 2 down) and peak in-flight", XLabel: "time (s)", YLabel: "state", Step: true, YMin: -0.1, YMax: 2.5, Height: 200}
+		state := report.Chart{Title: run.Name + ": instance state (0 up, 1 warming up, 2 down)", XLabel: "time (s)", YLabel: "state", Step: true, YMin: -0.1, YMax: 2.5, Height: 200}
 		infl := report.Chart{Title: run.Name + ": peak in-flight per instance", XLabel: "time (s)", YLabel: "requests"}
 		for _, in := range insts {
 			recv.Series = append(recv.Series, report.Uniform(in.Name, x0, s.BucketS, in.ReceivedRPS))
