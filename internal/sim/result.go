@@ -155,10 +155,14 @@ type KRow struct {
 	BackendProcessedFraction float64 `json:"backend_processed_fraction"`
 	// LocalRejectFraction is the clients' local rejections ÷ requests.
 	LocalRejectFraction float64 `json:"local_reject_fraction"`
-	// Expected values: the throttle package's own numbers on virtual time
-	// for the same demand and backend acceptance rate.
+	// Expected values: the throttle package's own virtual-time run
+	// (throttle.Simulate) at the same demand, backend acceptance rate and
+	// queue depth.
 	ExpectedBackendProcessedFraction float64 `json:"expected_backend_processed_fraction"`
 	ExpectedLocalRejectFraction      float64 `json:"expected_local_reject_fraction"`
+	// Formula values: the SRE formula's steady state (throttle.Formula).
+	FormulaBackendProcessedFraction float64 `json:"formula_backend_processed_fraction"`
+	FormulaLocalRejectFraction      float64 `json:"formula_local_reject_fraction"`
 	// Overload is offered ÷ what the backend accepted.
 	Overload float64 `json:"overload"`
 }
@@ -411,61 +415,27 @@ func kTable(s *Scenario, rep *Report) []KRow {
 		n := float64(len(r.Series.Instances[0].ReceivedRPS) - b0)
 		acceptRPS := served / n
 		if acceptRPS > 0 {
-			row.Overload = round3(p.OfferedRPS / acceptRPS)
-			eb, el := throttleSteady(k, p.OfferedRPS, acceptRPS, s.Phases[last].Duration.D())
-			row.ExpectedBackendProcessedFraction = round3(eb)
-			row.ExpectedLocalRejectFraction = round3(el)
+			load := p.OfferedRPS / acceptRPS
+			row.Overload = round3(load)
+			// The throttle package's own virtual-time run at the same
+			// demand, acceptance rate and backend queue depth.
+			bt := s.Tiers[len(s.Tiers)-1]
+			st := throttle.Simulate(throttle.Scenario{
+				K: k, Load: load, Capacity: acceptRPS,
+				Warmup:  s.Duration() - s.Phases[last].Duration.D(),
+				Measure: s.Phases[last].Duration.D(),
+				Burst:   time.Duration(float64(bt.Queue+bt.Cores) / acceptRPS * float64(time.Second)),
+				Poisson: true, Seed: rep.Seed,
+			})
+			row.ExpectedBackendProcessedFraction = round3(1 - st.BackendReject)
+			row.ExpectedLocalRejectFraction = round3(st.LocalReject)
+			f := throttle.Formula(k, load)
+			row.FormulaBackendProcessedFraction = round3(1 - f.BackendReject)
+			row.FormulaLocalRejectFraction = round3(f.LocalReject)
 		}
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-// throttleSteady drives a real throttle.Throttle on virtual time: a client
-// offering demand requests per second (evenly spaced) to a backend that
-// accepts at most capacity per second and rejects the rest as overloaded.
-// It returns the backend's processed fraction and the local rejection
-// fraction over the second half of the run.
-func throttleSteady(k, demand, capacity float64, d time.Duration) (processed, local float64) {
-	t := throttle.New(throttle.WithK(k), throttle.WithSeed(1))
-	step := time.Duration(float64(time.Second) / demand)
-	n := int(float64(d) / float64(step))
-	tokens := 0.0
-	per := capacity / demand
-	burst := max(1, capacity/20) // a queue of ~50 ms
-	var sent, acc, rej, tot int
-	for i := 0; i < n; i++ {
-		now := epoch.Add(time.Duration(i) * step)
-		tokens = min(tokens+per, burst)
-		err := t.AllowAt(now, levee.Critical)
-		count := i >= n/2
-		if count {
-			tot++
-		}
-		if err != nil {
-			if count {
-				rej++
-			}
-			continue
-		}
-		if count {
-			sent++
-		}
-		if tokens >= 1 {
-			tokens--
-			t.AcceptAt(now, levee.Critical)
-			if count {
-				acc++
-			}
-		}
-	}
-	if sent > 0 {
-		processed = float64(acc) / float64(sent)
-	}
-	if tot > 0 {
-		local = float64(rej) / float64(tot)
-	}
-	return processed, local
 }
 
 func ampTable(s *Scenario, jobs []runJob, rep *Report) []AmpRow {
@@ -584,11 +554,11 @@ func (r *Report) WriteTable(out io.Writer) error {
 	if len(r.KTable) > 0 {
 		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "K\toverload\tbackend processed\t(throttle pkg)\tlocal rejects\t(throttle pkg)\t")
+		fmt.Fprintln(tw, "K\toverload\tbackend processed\tthrottle.Simulate\tformula\tlocal rejects\tthrottle.Simulate\tformula\t")
 		for _, k := range r.KTable {
-			fmt.Fprintf(tw, "%.1f\t%.1f×\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t\n", k.K, k.Overload,
-				100*k.BackendProcessedFraction, 100*k.ExpectedBackendProcessedFraction,
-				100*k.LocalRejectFraction, 100*k.ExpectedLocalRejectFraction)
+			fmt.Fprintf(tw, "%.1f\t%.1f×\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t%.1f%%\t\n", k.K, k.Overload,
+				100*k.BackendProcessedFraction, 100*k.ExpectedBackendProcessedFraction, 100*k.FormulaBackendProcessedFraction,
+				100*k.LocalRejectFraction, 100*k.ExpectedLocalRejectFraction, 100*k.FormulaLocalRejectFraction)
 		}
 		tw.Flush()
 	}
