@@ -38,7 +38,10 @@
 // CRITICAL, and its tenant is WithTenant's answer or else its network
 // prefix (/24, /64), so rotating ids buys nothing. The deadline is gRPC's
 // own (grpc-timeout): the controller rejects work whose deadline has passed
-// or cannot be met. The gRPC health service is never shed (WithExempt).
+// or cannot be met, judged by the service time it learns per route; give it
+// admit.WithRoute(leveegrpc.Method) so that it learns one per method.
+// Streams never feed that table (their duration is the caller's choice).
+// The gRPC health service is never shed (WithExempt).
 //
 // # Status mapping
 //

@@ -34,7 +34,7 @@ func serve(srv *grpc.Server) grpc.DialOption {
 // pressure and ctl.Run in the background); the client throttles, retries
 // within its budget, and propagates criticality, tenant and deadline.
 func Example() {
-	ctl := admit.New()
+	ctl := admit.New(admit.WithRoute(leveegrpc.Method)) // service time per method
 	ls := leveegrpc.NewServer(ctl,
 		// Callers inside the mesh may set their criticality and tenant.
 		leveegrpc.WithTrust(func(ctx context.Context) bool { return true }))

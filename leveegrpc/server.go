@@ -2,6 +2,7 @@ package leveegrpc
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"math/rand/v2"
 	"net"
@@ -157,20 +158,58 @@ func (t *ticket) release(err error) {
 	}
 }
 
-// admitted is the context InHandle returns: the stream's context plus the
-// ticket, answering admittedKey.
+// admitted is the context node InHandle builds: the method (for Method,
+// before gRPC puts it in the context) and, once admitted, the ticket. It
+// answers admittedKey with itself.
 type admitted struct {
 	context.Context
-	t *ticket
+	method string
+	t      *ticket
 }
 
 type admittedKey struct{}
 
 func (a *admitted) Value(key any) any {
 	if _, ok := key.(admittedKey); ok {
-		return a.t
+		return a
 	}
 	return a.Context.Value(key)
+}
+
+// tapTicket returns the ticket InHandle took for ctx's request, or nil.
+func tapTicket(ctx context.Context) *ticket {
+	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+		return a.t
+	}
+	return nil
+}
+
+// Method returns the full name ("/package.Service/Method") of the gRPC
+// method that ctx's request calls, "" if ctx belongs to no gRPC request. It
+// works in InHandle (where gRPC has not yet put the method in the context),
+// in interceptors and in handlers, and does not allocate. Use it as the
+// admission controller's route, admit.WithRoute(leveegrpc.Method), so that
+// service time is learned per method.
+func Method(ctx context.Context) string {
+	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+		return a.method
+	}
+	m, _ := grpc.Method(ctx)
+	return m
+}
+
+// errStreamEnded is what a stream's ticket is released with when its
+// handler succeeded: a stream lives as long as its caller wants (a watch
+// may last hours), so its duration must not become the service time that
+// admit compares deadlines with. admit learns nothing from an error that is
+// neither a rejection nor a context error.
+var errStreamEnded = errors.New("leveegrpc: stream ended")
+
+func streamOutcome(err error) error {
+	if err == nil {
+		return errStreamEnded
+	}
+	return err
 }
 
 // reapPeriod is how often the reaper looks for tap tickets whose stream
@@ -253,28 +292,29 @@ func (r *reaper) run() {
 // them, levee clients do).
 //
 // The context it returns carries the request's levee.Call, its
-// degradation level and the admitted ticket; the interceptors release the
-// ticket when the handler returns. Without the interceptors the ticket is
-// released when the stream's context ends (with the context's error: the
-// controller then learns neither the service time nor a downstream
-// overload), and handler errors are not mapped (see Error).
+// degradation level, its method (see Method) and the admitted ticket; the
+// interceptors release the ticket when the handler returns. Without the
+// interceptors the reaper releases it after the stream ended, as "caller
+// gone" (the controller then learns neither the service time nor a
+// downstream overload), and handler errors are not mapped (see Error).
 func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	call := s.callFrom(ctx, info.Header)
 	ctx = levee.WithCall(ctx, call)
 	if s.c == nil || s.exempt(info.FullMethodName) {
 		return ctx, nil
 	}
-	t, err := s.c.Admit(ctx)
+	a := &admitted{Context: ctx, method: info.FullMethodName}
+	t, err := s.c.Admit(a)
 	if err != nil {
 		return nil, Status(s.advise(levee.AsRejected(err))).Err()
 	}
 	s.inflight.Add(1)
+	a.t = &ticket{s: s, t: t, done: ctx.Done()}
+	s.reaper.add(a.t)
 	if l := t.DegradeLevel(); l != 0 {
-		ctx = degrade.WithLevel(ctx, l)
+		return degrade.WithLevel(a, l), nil
 	}
-	tk := &ticket{s: s, t: t, done: ctx.Done()}
-	s.reaper.add(tk)
-	return &admitted{Context: ctx, t: tk}, nil
+	return a, nil
 }
 
 // UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
@@ -284,8 +324,8 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 // returns, and maps the handler's levee rejections (see Error), sending the
 // grpc-retry-pushback-ms trailer with them.
 func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
-	if a, ok := ctx.Value(admittedKey{}).(*ticket); ok {
-		defer func() { a.release(err); err = s.finish(ctx, err, nil) }()
+	if tk := tapTicket(ctx); tk != nil {
+		defer func() { tk.release(err); err = s.finish(ctx, err, nil) }()
 		return handler(ctx, req)
 	}
 	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
@@ -316,11 +356,14 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 // StreamServerInterceptor is a grpc.StreamServerInterceptor (install it with
 // grpc.ChainStreamInterceptor or grpc.StreamInterceptor). It works as
 // UnaryServerInterceptor does, for the whole life of the stream: the ticket
-// is released when the handler returns, however the stream ended.
+// is released when the handler returns, however the stream ended. A
+// stream's duration is not reported as service time (it is the caller's
+// choice, not the server's cost): a successful stream is released as an
+// outcome admit learns nothing from.
 func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx := ss.Context()
-	if a, ok := ctx.Value(admittedKey{}).(*ticket); ok {
-		defer func() { a.release(err); err = s.finish(ctx, err, ss) }()
+	if tk := tapTicket(ctx); tk != nil {
+		defer func() { tk.release(streamOutcome(err)); err = s.finish(ctx, err, ss) }()
 		return handler(srv, ss)
 	}
 	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
@@ -341,7 +384,7 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 		ws.ctx = degrade.WithLevel(ctx, l)
 	}
 	defer func() {
-		t.Done(err)
+		t.Done(streamOutcome(err))
 		s.inflight.Add(-1)
 		err = s.finish(ctx, err, ss)
 	}()

@@ -321,3 +321,47 @@ func TestServerDegradeAndLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestMethodRoute: Method names the request's method in the tap, in the
+// interceptors and in the handler, so admit can learn service time per
+// method.
+func TestMethodRoute(t *testing.T) {
+	for _, inst := range installs {
+		t.Run(inst.String(), func(t *testing.T) {
+			var mu sync.Mutex
+			var routes []string
+			c := admit.New(admit.WithRoute(func(ctx context.Context) string {
+				m := Method(ctx)
+				mu.Lock()
+				routes = append(routes, m)
+				mu.Unlock()
+				return m
+			}))
+			s := NewServer(c)
+			var inHandler string
+			impl := &echoImpl{unary: func(ctx context.Context, in string) (string, error) {
+				inHandler = Method(ctx)
+				return in, nil
+			}}
+			target, dopt := startServer(t, bufNet, impl, inst.options(s)...)
+			cc := dial(t, target, dopt)
+			if _, err := callEcho(context.Background(), cc, "x"); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := chatOnce(context.Background(), cc, "x"); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{echoMethod, chatMethod}; fmt.Sprint(routes) != fmt.Sprint(want) {
+				t.Errorf("admit saw routes %q, want %q", routes, want)
+			}
+			if inHandler != echoMethod {
+				t.Errorf("Method in the handler = %q, want %q", inHandler, echoMethod)
+			}
+			if got := Method(context.Background()); got != "" {
+				t.Errorf("Method(background) = %q, want \"\"", got)
+			}
+		})
+	}
+}
