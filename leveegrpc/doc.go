@@ -20,7 +20,7 @@
 //     ticket when the handler returns. If no interceptor runs (none
 //     installed, unknown method, a unary message that never arrived, a
 //     stream aborted before its handler) a reaper releases the ticket
-//     within 100 ms of gRPC cancelling the stream's context, which it does
+//     at most 200 ms after gRPC cancelled the stream's context, which it does
 //     whenever a stream ends. (The tap pushes each ticket on a lock-free
 //     stack; a goroutine runs only while tickets are outstanding. A
 //     context.AfterFunc per request would cost five allocations.)
