@@ -66,7 +66,7 @@ func TestAllocs(t *testing.T) {
 		{"client propagating", 5, func() { _ = c.UnaryClientInterceptor(propCall, echoMethod, "x", "y", cc, invoker) }},
 	}
 	for _, tt := range tests {
-		got := testing.AllocsPerRun(200, tt.f)
+		got := testing.AllocsPerRun(2000, tt.f)
 		t.Logf("%s: %.1f allocs per call", tt.name, got)
 		if got > tt.max {
 			t.Errorf("%s: %.1f allocs per call, want ≤ %.0f", tt.name, got, tt.max)
