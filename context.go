@@ -18,10 +18,25 @@ type Call struct {
 
 type callKey struct{}
 
-// WithCall returns a copy of ctx carrying c. It allocates once; adapters use
-// it to set everything in one step.
+// callCtx carries a Call in the same allocation as the context node.
+type callCtx struct {
+	context.Context
+	call Call
+}
+
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(callKey); ok {
+		return &c.call
+	}
+	return c.Context.Value(key)
+}
+
+func (c *callCtx) String() string { return "levee.WithCall" }
+
+// WithCall returns a copy of ctx carrying c. It allocates once (the context
+// node holds the Call); adapters use it to set everything in one step.
 func WithCall(ctx context.Context, c Call) context.Context {
-	return context.WithValue(ctx, callKey{}, &c)
+	return &callCtx{Context: ctx, call: c}
 }
 
 // CallFrom returns the Call carried by ctx, or the zero Call. It does not

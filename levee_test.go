@@ -165,6 +165,25 @@ func TestContext(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("CallFrom allocates %v times, want 0", allocs)
 	}
+	bg := context.Background()
+	allocs = testing.AllocsPerRun(100, func() { _ = WithCall(bg, Call{Tenant: "x"}) })
+	if allocs != 1 {
+		t.Errorf("WithCall allocates %v times, want 1", allocs)
+	}
+	// Cancellation and deadlines pass through the Call's node.
+	parent, cancel := context.WithCancel(context.Background())
+	child, cancelChild := context.WithCancel(WithCall(parent, Call{Attempt: 1}))
+	defer cancelChild()
+	cancel()
+	<-child.Done()
+	if AttemptFrom(child) != 1 {
+		t.Errorf("Call lost below a cancel node")
+	}
+	type otherKey struct{}
+	v := WithCall(context.WithValue(context.Background(), otherKey{}, "v"), Call{})
+	if v.Value(otherKey{}) != "v" {
+		t.Errorf("other values are not passed through")
+	}
 }
 
 func TestRejectedError(t *testing.T) {
