@@ -292,10 +292,11 @@ type world struct {
 	// completion)
 	critOffered, critGood [][levee.NumCriticalities]int64
 
-	crashes  []Crash
-	wasted   int64 // core·ns spent on work whose caller had gone
-	busyAll  int64 // core·ns of all work and rejections
-	requests int64 // simulated requests: attempts sent to a load balancer
+	crashes   []Crash
+	wasted    int64 // core·ns spent on work whose caller had gone
+	busyAll   int64 // core·ns of all work and rejections
+	rejectCPU int64 // core·ns spent rejecting
+	requests  int64 // simulated requests: attempts sent to a load balancer
 
 	lanes     []*lane
 	freeJobs  []*job
@@ -803,6 +804,7 @@ func (w *world) serviceDone(j *job) {
 	w.busyAll += d
 	switch {
 	case j.rej != nil:
+		w.rejectCPU += d
 		in.rejected[w.bkt(w.now)]++
 		if r := rej(j.rej); r != nil && r.Reason <= levee.Throttled {
 			in.byReason[r.Reason]++

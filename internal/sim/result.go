@@ -52,6 +52,9 @@ type RunResult struct {
 	// WastedWorkShare is the share of the servers' CPU time spent on work
 	// whose caller had already gone (timed out, or lost in a crash).
 	WastedWorkShare float64 `json:"wasted_work_share"`
+	// RejectCPUShare is the share of the servers' CPU time spent rejecting
+	// requests (levee's rejections are cheap).
+	RejectCPUShare float64 `json:"reject_cpu_share"`
 	// SimulatedRequests counts the attempts sent to a tier's load
 	// balancer (retries included, local throttling excluded).
 	SimulatedRequests int64            `json:"simulated_requests"`
@@ -216,6 +219,7 @@ func (w *world) result() RunResult {
 	}
 	if w.busyAll > 0 {
 		r.WastedWorkShare = round3(float64(w.wasted) / float64(w.busyAll))
+		r.RejectCPUShare = round3(float64(w.rejectCPU) / float64(w.busyAll))
 	}
 	var start int64
 	for i, p := range s.Phases {
@@ -494,7 +498,7 @@ func (r *Report) WriteTable(out io.Writer) error {
 	tw.Flush()
 	b.WriteString("\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tprotection\tcapacity/s\tcrashes\toutage s\trecovery s\twasted work\tpeak recv/s (per instance)\t")
+	fmt.Fprintln(tw, "run\tprotection\tcapacity/s\tcrashes\toutage s\trecovery s\twasted work\trejecting\tpeak recv/s (per instance)\t")
 	for _, run := range r.Runs {
 		rec := "-"
 		if run.RecoveryS != nil {
@@ -509,8 +513,8 @@ func (r *Report) WriteTable(out io.Writer) error {
 		if len(peaks) > 4 {
 			peaks = append(peaks[:4], "…")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%d\t%.0f\t%s\t%.1f%%\t%s\t\n", run.Name, run.Protection, run.CapacityRPS,
-			run.Crashes, run.OutageS, rec, 100*run.WastedWorkShare, strings.Join(peaks, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%d\t%.0f\t%s\t%.1f%%\t%.1f%%\t%s\t\n", run.Name, run.Protection, run.CapacityRPS,
+			run.Crashes, run.OutageS, rec, 100*run.WastedWorkShare, 100*run.RejectCPUShare, strings.Join(peaks, ", "))
 	}
 	tw.Flush()
 	if hasMix(r) {
