@@ -187,6 +187,46 @@ func TestAvalanche(t *testing.T) {
 	}
 }
 
+// The levee run of the avalanche at full size (10000 QPS instances), over
+// five seeds: the scaled-down runs above keep the test fast, this one
+// checks the real numbers. Skipped under -short and -race.
+func TestAvalancheFullSize(t *testing.T) {
+	if light() {
+		t.Skip("full size: plain go test only")
+	}
+	s := load(t, "avalanche")
+	var runs []RunSpec
+	for _, r := range s.Runs {
+		if r.Protection == "levee" {
+			runs = append(runs, r)
+		}
+	}
+	s.Runs = runs
+	for _, sd := range []uint64{1, 2, 3, 4, 5} {
+		t.Run(fmt.Sprintf("seed=%d", sd), func(t *testing.T) {
+			t.Parallel()
+			lv := Run(s, Options{Seed: sd, Parallel: 1}).Runs[0]
+			p := phase(t, lv, "peak")
+			if lv.Crashes != 0 {
+				t.Errorf("levee: %d crashes, want 0", lv.Crashes)
+			}
+			if p.GoodputRPS < 0.85*lv.CapacityRPS {
+				t.Errorf("levee: peak goodput %.0f/s, want ≥ 0.85 × capacity %.0f", p.GoodputRPS, lv.CapacityRPS)
+			}
+			worst, at := math.Inf(1), 0
+			for b, g := range lv.Series.Goodput {
+				if lv.Series.Offered[b] > 0 && g/lv.Series.Offered[b] < worst {
+					worst, at = g/lv.Series.Offered[b], b
+				}
+			}
+			if worst < 0.5 {
+				t.Errorf("levee: in second %d goodput was %.0f%% of offered (%.0f of %.0f/s), want ≥ 50%% every second",
+					at, 100*worst, lv.Series.Goodput[at], lv.Series.Offered[at])
+			}
+		})
+	}
+}
+
 // Amplification at full downstream failure, throttling off: 3^layers
 // unprotected, ≈ 1.1 with levee.
 func TestAmplification(t *testing.T) {
