@@ -15,11 +15,16 @@ import (
 
 // Tuning constants of the control loop (see doc.go).
 const (
-	estGain         = 0.35 // per period, towards the capacity estimate
-	fallbackGain    = 0.3  // per period, (value/target)^-gain when nothing was admitted
-	integralGain    = 0.01 // per period, of the slow load-error integral
-	rateJump        = 1.5  // a change of the arrival rate by this factor is taken at once
-	minLoad         = 0.5  // readings are clamped to [minLoad, maxLoad] ×target
+	estGain      = 0.35 // per period, towards the capacity estimate
+	fallbackGain = 0.3  // per period, (value/target)^-gain when nothing was admitted
+	integralGain = 0.01 // per period, of the slow load-error integral
+	// boundarySlack is how far above its aim the admitted rate may stay
+	// (as a share of the aim) to keep a criticality boundary clean: with
+	// every lower level shed, a shed rate this small is not taken from the
+	// next level, and the load error it causes is not integrated.
+	boundarySlack   = 0.05
+	rateJump        = 1.5 // a change of the arrival rate by this factor is taken at once
+	minLoad         = 0.5 // readings are clamped to [minLoad, maxLoad] ×target
 	maxLoad         = 2.0
 	rateTau         = time.Second            // smoothing of arrival rates (floods are taken at once)
 	admTau          = 200 * time.Millisecond // smoothing of the admitted rate
@@ -116,6 +121,7 @@ type Controller struct {
 	admCnt      [2]float64 // admitted in the last two periods (newest first)
 	prevLoad    float64
 	corr        float64                 // integral correction of the estimate
+	snapped     bool                    // the last plan held a criticality boundary
 	sawOver     bool                    // the signal showed load > 1 during the drain
 	lastLoad    float64                 // the previous reading
 	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
@@ -377,7 +383,9 @@ func (c *Controller) step(now time.Time) []Event {
 			// A slow integral of the load error removes what the estimate
 			// cannot see (admissions below the aim, work that is not
 			// proportional to admissions).
-			c.corr = min(max(c.corr*math.Pow(l, -integralGain), 0.7), 1.4)
+			if !c.snapped || l > 1+boundarySlack || l < 1 {
+				c.corr = min(max(c.corr*math.Pow(l, -integralGain), 0.7), 1.4)
+			}
 			// Rises are limited to 10% a period: a reading that lags more
 			// than the estimate assumes must not pull the target up.
 			c.target *= min(math.Pow(est*c.corr/c.target, estGain), maxRise)
@@ -436,8 +444,10 @@ func (c *Controller) step(now time.Time) []Event {
 				mix[r] = R * c.share[r] / sum
 			}
 		}
-		res = buildPlan(planInput{shed: shed, rate: mix, tenants: c.heavy, fair: fair, period: budgetPeriod(dt, c.cfg.period)})
+		res = buildPlan(planInput{shed: shed, rate: mix, tenants: c.heavy, fair: fair,
+			period: budgetPeriod(dt, c.cfg.period), slack: boundarySlack * aim})
 	}
+	c.snapped = res.snapped
 	c.plan.Store(res.p)
 
 	// Retry advice.

@@ -39,7 +39,10 @@
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01
 //	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
-//	        the partly shed rank as a per-period count for unlisted tenants
+//	        the partly shed rank as a per-period count for unlisted tenants;
+//	        a boundary with every lower level shed is held while what is left
+//	        to shed is ≤ 5% of A (the load error it leaves is not integrated),
+//	        so a more critical level does not pay for every period's noise
 //
 // # How the parts fit
 //

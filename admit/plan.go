@@ -87,6 +87,7 @@ type planInput struct {
 	tenants []fairq.Tenant                  // heavy hitters, heaviest first; Rate indexed by Criticality
 	fair    float64                         // fair share per tenant, 0 = no tenant stage
 	period  float64                         // seconds until the next plan; 0 = fractions only
+	slack   float64                         // shed rate a fully shed boundary may leave unshed
 }
 
 // planResult is the plan plus what Snapshot reports.
@@ -95,6 +96,7 @@ type planResult struct {
 	level      float64 // ShedLevel: full ranks + fraction of the partial one
 	tenantShed float64 // rate shed from tenants far above their share
 	listed     int
+	snapped    bool // the plan holds a level boundary, leaving up to slack unshed
 }
 
 // buildPlan maps a shed rate onto the order of sacrifice: first the excess
@@ -178,13 +180,23 @@ func buildPlan(in planInput) planResult {
 		rest[r] = max(0, rest[r])
 	}
 	full := 0
+	lower := 0.0 // rate shed by the fully shed levels
 	for full < levee.NumCriticalities && S > 1e-9 && S >= rest[full] {
 		S -= rest[full]
+		lower += rest[full]
 		p.all[full] = true
 		full++
 	}
 	fH, fO := 0.0, 0.0
 	partial := -1
+	if lower > 0 && full < levee.NumCriticalities && S > 1e-9 && S <= in.slack {
+		// A clean boundary: every lower level is shed and what is left to
+		// shed is within the slack. Holding the boundary costs a signal a
+		// little above target; touching the next level would cost its
+		// requests the noise of every period.
+		res.snapped = true
+		S = 0
+	}
 	if full < levee.NumCriticalities && S > 1e-9 && rest[full] > 0 {
 		partial = full
 		res.level = float64(full) + S/rest[full]
