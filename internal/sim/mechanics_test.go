@@ -138,3 +138,36 @@ runs: [{name: none, protection: none}, {name: levee, protection: levee, throttle
 		})
 	}
 }
+
+// The presentations of a report: tables, HTML with charts, one SVG.
+func TestWriters(t *testing.T) {
+	s := parse(t, `name: small
+phases: [{name: a, duration: 3s}, {name: b, duration: 3s}]
+trigger: a
+clients: [{name: c, rate_rps: 100, target: app, timeout: 1s, criticality: {CRITICAL: 1, SHEDDABLE: 1}}]
+tiers: [{name: app, cores: 1, service: {mean: 5ms}, memory_limit: 50}]
+events: [{at: 1s, kind: slow, tier: app, factor: 10, duration: 1s}]
+`)
+	r := Run(s, Options{Seed: 1})
+	var tb, hb, sb strings.Builder
+	if err := r.WriteTable(&tb); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"scenario small", "offered/s", "goodput ÷ offered per criticality", "SHEDDABLE"} {
+		if !strings.Contains(tb.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, tb.String())
+		}
+	}
+	if err := r.WriteHTML(&hb); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(hb.String(), "<svg"); n != 10 {
+		t.Errorf("HTML has %d charts, want 10 (5 per run)", n)
+	}
+	if err := r.WriteSVG(&sb); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(sb.String(), "<svg") {
+		t.Errorf("SVG starts with %.20q", sb.String())
+	}
+}
