@@ -185,7 +185,7 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}th{background:#f4f4f4}
-td:first-child,th:first-child{text-align:left}
+td:first-child,th:first-child,td:last-child,th:last-child{text-align:left}
 pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.8em}
 .chart{margin:1em 0}.chart svg{max-width:100%;height:auto}
 </style></head><body>
