@@ -39,7 +39,7 @@ type demoPlan struct {
 
 var (
 	planDefault = demoPlan{normal: 5 * time.Second, spike: 10 * time.Second, after: 10 * time.Second, drain: 3500 * time.Millisecond, capacity: 2 * time.Second}
-	planQuick   = demoPlan{normal: 2 * time.Second, spike: 4 * time.Second, after: 5 * time.Second, drain: 1500 * time.Millisecond, capacity: time.Second}
+	planQuick   = demoPlan{normal: 2 * time.Second, spike: 4 * time.Second, after: 5 * time.Second, drain: 1500 * time.Millisecond, capacity: 1500 * time.Millisecond}
 )
 
 // Load multiples of the measured capacity.
@@ -98,7 +98,7 @@ func (d demoCmd) Run() error {
 	if err != nil {
 		return fmt.Errorf("demo: measuring capacity: %w", err)
 	}
-	fmt.Fprintf(log, "capacity (unprotected peak, closed loop): %.0f requests/s\n", capRPS)
+	fmt.Fprintf(log, "capacity (unprotected peak: best second of a closed loop): %.0f requests/s\n", capRPS)
 
 	phases := []loadgen.Phase{
 		{Name: "normal", Rate: normalX * capRPS, Duration: plan.normal},

@@ -162,3 +162,19 @@ func TestCallNil(t *testing.T) {
 		t.Errorf("CallFrom(empty) = %v, want nil", got)
 	}
 }
+
+func TestClosedBestSecond(t *testing.T) {
+	// One worker and a service taking 10ms a request: at most 100 in any
+	// second, and Closed returns once d is over.
+	got := Closed(context.Background(), 1, 0, 1500*time.Millisecond, func(ctx context.Context) Outcome {
+		select {
+		case <-ctx.Done():
+			return Failed
+		case <-time.After(10 * time.Millisecond):
+		}
+		return Goodput
+	})
+	if got <= 0 || got > 100 {
+		t.Errorf("Closed = %v req/s, want in (0, 100] (one worker, 10ms per request)", got)
+	}
+}
