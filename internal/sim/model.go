@@ -252,6 +252,7 @@ type tierRT struct {
 }
 
 type population struct {
+	lane   *lane // its pending arrival
 	cfg    *Client
 	caller *caller
 	idx    int
@@ -397,7 +398,14 @@ func (w *world) scheduleArrival(p *population) {
 	if t >= w.phaseEnd[w.phase] {
 		return // the phase change reschedules (exponential gaps are memoryless)
 	}
-	w.at(t, event{kind: evArrival, i: int32(p.idx), gen: p.gen})
+	e := event{t: t, kind: evArrival, i: int32(p.idx), gen: p.gen}
+	if l := p.lane; l.n == 0 || l.tail() <= t {
+		w.q.seq++
+		e.seq = w.q.seq
+		l.push(e) // one pending arrival per population: spare the heap
+		return
+	}
+	w.at(t, e)
 }
 
 func (w *world) arrival(p *population) {

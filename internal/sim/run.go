@@ -204,7 +204,8 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 	}
 	for i := range s.Clients {
 		c := &s.Clients[i]
-		p := &population{cfg: c, idx: i, mix: c.critMix()}
+		p := &population{cfg: c, idx: i, mix: c.critMix(), lane: &lane{d: -1}}
+		w.lanes = append(w.lanes, p.lane)
 		p.tenants = make([]string, c.Tenants)
 		for k := range p.tenants {
 			p.tenants[k] = fmt.Sprintf("%s-t%d", c.Name, k)
