@@ -87,7 +87,9 @@ type Scenario struct {
 
 // Phase is a named segment of the offered-load schedule.
 type Phase struct {
-	Name     string   `yaml:"name"`
+	// Name identifies the phase in reports; unique.
+	Name string `yaml:"name"`
+	// Duration of the phase; positive.
 	Duration Duration `yaml:"duration"`
 	// Scale multiplies every client's RateRPS during the phase; default 1.
 	Scale *float64 `yaml:"scale"`
@@ -95,6 +97,7 @@ type Phase struct {
 
 // Client is a population of clients sending requests to a tier.
 type Client struct {
+	// Name identifies the population; default "clients-N".
 	Name string `yaml:"name"`
 	// RateRPS is the mean arrival rate (Poisson) before the phase's scale.
 	RateRPS float64 `yaml:"rate_rps"`
@@ -130,6 +133,7 @@ type Retry struct {
 
 // Tier is a set of identical instances behind one load balancer.
 type Tier struct {
+	// Name identifies the tier; its instances are NAME-i or NAME-SITE-i.
 	Name string `yaml:"name"`
 	// Instances per site (or in all when Sites is empty); default 1.
 	Instances int `yaml:"instances"`
@@ -166,7 +170,7 @@ type Tier struct {
 type Dist struct {
 	// Kind is "exp" (default), "const" or "lognormal".
 	Kind string `yaml:"dist"`
-	// Mean service time.
+	// Mean service time at full capacity; positive.
 	Mean Duration `yaml:"mean"`
 	// CV is the coefficient of variation of a lognormal; default 1.
 	CV float64 `yaml:"cv"`
@@ -195,35 +199,45 @@ type LB struct {
 // KillSlow kills an instance whose queueing delay stays above Latency for
 // Checks consecutive health checks Interval apart.
 type KillSlow struct {
-	Latency  Duration `yaml:"latency"`
-	Checks   int      `yaml:"checks"`
+	// Latency is the queueing delay (age of the oldest queued request)
+	// above which a check fails.
+	Latency Duration `yaml:"latency"`
+	// Checks is the number of consecutive failed checks that kill; default 3.
+	Checks int `yaml:"checks"`
+	// Interval between checks; default 1s.
 	Interval Duration `yaml:"interval"`
 }
 
 // Downstream is a call from a tier to a lower one.
 type Downstream struct {
+	// Target names the lower tier.
 	Target string `yaml:"target"`
 	// Timeout of the whole call when the caller's deadline is not
 	// propagated; default 1s.
 	Timeout Duration `yaml:"timeout"`
 	// PropagateDeadline passes the caller's deadline (and cancellation)
 	// down when unprotected; levee runs always do.
-	PropagateDeadline bool  `yaml:"propagate_deadline"`
-	Retry             Retry `yaml:"retry"`
+	PropagateDeadline bool `yaml:"propagate_deadline"`
+	// Retry is how the tier retries its downstream calls when unprotected.
+	Retry Retry `yaml:"retry"`
 }
 
 // Event changes the system at a point of virtual time.
 type Event struct {
+	// At is when the event starts.
 	At Duration `yaml:"at"`
 	// Kind: "slow" (service time × Factor), "capacity" (capacity × Factor),
-	// "crash" (down for Duration, or the tier's restart delay), "fail"
+	// "crash" (down for Duration, then a cold start; 0 = for good), "fail"
 	// (every request fails at once for Duration, 0 = until the end).
 	Kind string `yaml:"kind"`
-	// Tier, and optionally Site or Instance (index within the tier).
-	Tier     string   `yaml:"tier"`
-	Site     string   `yaml:"site"`
-	Instance *int     `yaml:"instance"`
-	Factor   float64  `yaml:"factor"`
+	// Tier, and optionally Site or Instance (index within the tier), name
+	// the instances affected.
+	Tier     string `yaml:"tier"`
+	Site     string `yaml:"site"`
+	Instance *int   `yaml:"instance"`
+	// Factor of a slow or capacity event.
+	Factor float64 `yaml:"factor"`
+	// Duration of the event; 0 = until the end of the run.
 	Duration Duration `yaml:"duration"`
 }
 
@@ -246,6 +260,7 @@ type Levee struct {
 // layers, a chain of that many retrying layers (the client and the tiers
 // above the bottom) over a bottom tier that fails every request.
 type Amplification struct {
+	// Layers lists the chain lengths to simulate (1..6).
 	Layers []int `yaml:"layers"`
 	// RetriesPerLayer each layer makes (attempts − 1); default 2.
 	RetriesPerLayer int `yaml:"retries_per_layer"`
@@ -255,6 +270,7 @@ type Amplification struct {
 
 // RunSpec is one variant of the scenario.
 type RunSpec struct {
+	// Name identifies the run; default its protection.
 	Name string `yaml:"name"`
 	// Protection is "none" or "levee".
 	Protection string `yaml:"protection"`
