@@ -44,6 +44,24 @@ runs: [{name: none, protection: none}]
 			},
 		},
 		{
+			name: "failover spills the load of a saturated active to the standby",
+			yaml: `name: spill
+phases: [{name: all, duration: 10s}]
+clients: [{name: c, rate_rps: 300, target: db, timeout: 5s}]
+tiers: [{name: db, instances: 2, cores: 1, service: {dist: const, mean: 5ms}, lb: {policy: failover, saturated: 5}}]
+runs: [{name: none, protection: none}]
+`,
+			check: func(t *testing.T, r *Report) {
+				in := r.Runs[0].Instances
+				if in[0].Served < 1800 || in[1].Served < 500 {
+					t.Errorf("active served %d, standby %d; want the active near its 200/s and the rest spilled", in[0].Served, in[1].Served)
+				}
+				if g := r.Runs[0].Phases[0].GoodputRPS; g < 290 {
+					t.Errorf("goodput %.0f, want ≈ 300", g)
+				}
+			},
+		},
+		{
 			name: "a slow dependency raises latency while it lasts",
 			yaml: `name: slow
 phases: [{name: before, duration: 4s}, {name: slow, duration: 4s}, {name: after, duration: 4s}]
