@@ -195,6 +195,7 @@ type job struct {
 
 type instance struct {
 	w     *world
+	rng   *rand.Rand // service times; per instance, independent of the run
 	tier  *tierRT
 	idx   int // within the tier
 	gidx  int // within the world
@@ -252,6 +253,10 @@ type tierRT struct {
 }
 
 type population struct {
+	// rng draws arrivals, criticalities and tenants. Its stream depends on
+	// the seed and the population only, so every run of a scenario sees
+	// the same demand (common random numbers).
+	rng    *rand.Rand
 	lane   *lane // its pending arrival
 	cfg    *Client
 	caller *caller
@@ -393,7 +398,7 @@ func (w *world) scheduleArrival(p *population) {
 	if rate <= 0 {
 		return
 	}
-	dt := int64(w.rng.ExpFloat64() / rate * 1e9)
+	dt := int64(p.rng.ExpFloat64() / rate * 1e9)
 	t := w.now + dt
 	if t >= w.phaseEnd[w.phase] {
 		return // the phase change reschedules (exponential gaps are memoryless)
@@ -413,7 +418,7 @@ func (w *world) arrival(p *population) {
 	c := w.newCall()
 	c.from = p.caller
 	c.pop = p
-	u := w.rng.Float64()
+	u := p.rng.Float64()
 	cr := levee.Critical
 	for i, cum := range p.mix {
 		if u < cum {
@@ -423,7 +428,7 @@ func (w *world) arrival(p *population) {
 	}
 	c.crit = cr
 	if len(p.tenants) > 1 {
-		c.tenant = int32(w.rng.IntN(len(p.tenants)))
+		c.tenant = int32(p.rng.IntN(len(p.tenants)))
 	}
 	c.start = w.now
 	c.deadline = w.now + p.caller.timeout
@@ -759,9 +764,9 @@ func (w *world) serviceTime(in *instance) int64 {
 		x = mean
 	case "lognormal":
 		s2 := math.Log(1 + d.CV*d.CV)
-		x = mean * math.Exp(math.Sqrt(s2)*w.rng.NormFloat64()-s2/2)
+		x = mean * math.Exp(math.Sqrt(s2)*in.rng.NormFloat64()-s2/2)
 	default:
-		x = mean * w.rng.ExpFloat64()
+		x = mean * in.rng.ExpFloat64()
 	}
 	return max(1, int64(x))
 }

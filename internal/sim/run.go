@@ -192,6 +192,7 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 					util: make([]float32, w.nb), inflightMax: make([]float32, w.nb), state: make([]uint8, w.nb),
 				}
 				in.head.next, in.head.prev = &in.head, &in.head
+				in.rng = rand.New(rand.NewPCG(seed, seedFor(seed, "service/"+name)))
 				tr.insts = append(tr.insts, in)
 				w.insts = append(w.insts, in)
 			}
@@ -205,6 +206,7 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 	for i := range s.Clients {
 		c := &s.Clients[i]
 		p := &population{cfg: c, idx: i, mix: c.critMix(), lane: &lane{d: -1}}
+		p.rng = rand.New(rand.NewPCG(seed, seedFor(seed, "arrivals/"+c.Name)))
 		w.lanes = append(w.lanes, p.lane)
 		p.tenants = make([]string, c.Tenants)
 		for k := range p.tenants {
