@@ -35,7 +35,8 @@ func (r *Report) WriteSVG(w io.Writer) error {
 
 // WriteHTML writes the report as a self-contained HTML page with SVG
 // charts: per run, offered / attempted / goodput / rejected / failed over
-// time and every instance's received rate, utilisation and state.
+// time and every instance's received rate, utilisation, queueing delay,
+// in-flight requests and state.
 func (r *Report) WriteHTML(w io.Writer) error {
 	var tbl strings.Builder
 	if err := r.WriteTable(&tbl); err != nil {
@@ -72,6 +73,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		util := report.Chart{Title: run.Name + ": CPU utilisation per instance", XLabel: "time (s)", YLabel: "busy cores / cores", YMin: 0, YMax: 1.15}
 		state := report.Chart{Title: run.Name + ": instance state (0 up, 1 warming up, 2 down)", XLabel: "time (s)", YLabel: "state", Step: true, YMin: -0.1, YMax: 2.5, Height: 200}
 		infl := report.Chart{Title: run.Name + ": peak in-flight per instance", XLabel: "time (s)", YLabel: "requests"}
+		qd := report.Chart{Title: run.Name + ": queueing delay per instance (worst control period)", XLabel: "time (s)", YLabel: "seconds"}
 		for _, in := range insts {
 			recv.Series = append(recv.Series, report.Uniform(in.Name, x0, s.BucketS, in.ReceivedRPS))
 			util.Series = append(util.Series, report.Uniform(in.Name, x0, s.BucketS, in.Utilisation))
@@ -81,8 +83,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			}
 			state.Series = append(state.Series, report.Uniform(in.Name, 0, s.BucketS, st))
 			infl.Series = append(infl.Series, report.Uniform(in.Name, x0, s.BucketS, in.Inflight))
+			qd.Series = append(qd.Series, report.Uniform(in.Name, x0, s.BucketS, in.QueueDelayS))
 		}
-		ch = append(ch, recv, util, infl, state)
+		ch = append(ch, recv, util, qd, infl, state)
 		text := fmt.Sprintf("protection %s, throttling %v, capacity %.0f/s, %d crashes, %.0f s of outage, %.1f%% of CPU time wasted on work nobody waited for.",
 			run.Protection, run.Throttle, run.CapacityRPS, run.Crashes, run.OutageS, 100*run.WastedWorkShare)
 		sec := report.Section{Title: "Run " + run.Name, Text: text, Charts: ch}

@@ -179,8 +179,8 @@ events: [{at: 1s, kind: slow, tier: app, factor: 10, duration: 1s}]
 	if err := r.WriteHTML(&hb); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(hb.String(), "<svg"); n != 10 {
-		t.Errorf("HTML has %d charts, want 10 (5 per run)", n)
+	if n := strings.Count(hb.String(), "<svg"); n != 12 {
+		t.Errorf("HTML has %d charts, want 12 (6 per run)", n)
 	}
 	if err := r.WriteSVG(&sb); err != nil {
 		t.Fatal(err)

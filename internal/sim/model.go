@@ -232,7 +232,8 @@ type instance struct {
 	// counters, per bucket
 	recv, served, rejected []int32
 	util, inflightMax      []float32
-	state                  []uint8 // 0 up, 1 cold, 2 down
+	qdMax                  []float32 // worst per-period mean queueing delay, s
+	state                  []uint8   // 0 up, 1 cold, 2 down
 	bucketAcc              int64
 	crashes                int
 	peakInflight           int

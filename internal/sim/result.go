@@ -147,6 +147,9 @@ type InstanceSeries struct {
 	RejectedRPS []float64 `json:"rejected_rps"`
 	Utilisation []float64 `json:"utilisation"`
 	Inflight    []float64 `json:"peak_inflight"`
+	// QueueDelayS is the worst mean wait for a core over the bucket's
+	// control periods, seconds.
+	QueueDelayS []float64 `json:"queue_delay_s"`
 	// State: 0 up, 1 cold (warming up), 2 down.
 	State []int `json:"state"`
 }
@@ -315,6 +318,7 @@ func (w *world) result() RunResult {
 			is.RejectedRPS = append(is.RejectedRPS, round3(float64(in.rejected[b])/bs))
 			is.Utilisation = append(is.Utilisation, round3(float64(in.util[b])))
 			is.Inflight = append(is.Inflight, float64(in.inflightMax[b]))
+			is.QueueDelayS = append(is.QueueDelayS, round3(float64(in.qdMax[b])))
 			is.State = append(is.State, int(in.state[b]))
 		}
 		ir.PeakRecvRPS = round3(float64(peak) / bs)

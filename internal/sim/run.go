@@ -190,6 +190,7 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 					slow: 1, capF: 1,
 					recv: make([]int32, w.nb), served: make([]int32, w.nb), rejected: make([]int32, w.nb),
 					util: make([]float32, w.nb), inflightMax: make([]float32, w.nb), state: make([]uint8, w.nb),
+					qdMax: make([]float32, w.nb),
 				}
 				in.head.next, in.head.prev = &in.head, &in.head
 				in.rng = rand.New(rand.NewPCG(seed, seedFor(seed, "service/"+name)))
@@ -314,7 +315,7 @@ func (w *world) control() {
 			qd = float64(w.now-in.q[in.qh].arrive) / 1e9
 		}
 		in.qdSum, in.qdN = 0, 0
-		_ = qd
+		in.qdMax[b] = max(in.qdMax[b], float32(qd))
 		if in.cpu != nil {
 			in.cpu.SampleAt(at(w.now))
 		}
