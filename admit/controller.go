@@ -45,6 +45,7 @@ const (
 	ringTarget      = fairq.RingSize / 2
 	lagPeriods      = 2                      // periods before a change shows in the signal
 	maxRise         = 1.1                    // the target rises at most this much a period
+	fastRise        = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
 	drainTime       = 250 * time.Millisecond // drain a flood's backlog over about this long
 )
 
@@ -123,6 +124,8 @@ type Controller struct {
 	corr        float64                 // integral correction of the estimate
 	snapped     bool                    // the last plan held a criticality boundary
 	sawOver     bool                    // the signal showed load > 1 during the drain
+	under       int                     // consecutive periods with load < 1 while shedding
+	idle        int                     // consecutive periods with load < minLoad while shedding
 	lastLoad    float64                 // the previous reading
 	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
 	ratePos     int
@@ -346,13 +349,16 @@ func (c *Controller) step(now time.Time) []Event {
 	if !c.shedding && load > 1 && prevLevel > 0 && R > 0 {
 		c.shedding = true
 		c.epStart = now
-		c.target = c.admRate / load
+		// A delay signal is not proportional to the admitted rate: a spike
+		// of it says "over", not by how much. Clamp as the law does.
+		c.target = c.admRate / min(load, maxLoad)
 		if c.capEst > 0 && c.capEst < c.target {
 			c.target = c.capEst
 		}
 		c.capStart = c.target
 		c.drain = 0
 		c.sawOver = false
+		c.under, c.idle = 0, 0
 		if c.capEst > 0 { // without an estimate there is no model to drain by
 			for _, x := range c.admHist {
 				c.drain += max(0, x)
@@ -360,9 +366,21 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 		c.corr = 1
 	} else if c.shedding {
+		if load < 1 {
+			c.under++
+		} else {
+			c.under = 0
+		}
+		if load < minLoad {
+			c.idle++
+		} else {
+			c.idle = 0
+		}
 		switch {
-		case c.drain > 0 && load < 1 && c.sawOver:
-			// The signal, after showing the overload, shows the backlog gone.
+		case c.drain > 0 && load < 1 && (c.sawOver || c.under > lagPeriods):
+			// The signal, after showing the overload, shows the backlog
+			// gone; or it never showed one within the lag it has (the
+			// entry was a spike of a delay signal, not a flood).
 			c.drain = 0
 		case c.drain > 0:
 			c.sawOver = c.sawOver || load > 1
@@ -388,7 +406,13 @@ func (c *Controller) step(now time.Time) []Event {
 			}
 			// Rises are limited to 10% a period: a reading that lags more
 			// than the estimate assumes must not pull the target up.
-			c.target *= min(math.Pow(est*c.corr/c.target, estGain), maxRise)
+			rise := maxRise
+			if c.idle > lagPeriods {
+				// The signal has confirmed for longer than its lag that
+				// far less is admitted than could be: catch up faster.
+				rise = fastRise
+			}
+			c.target *= min(math.Pow(est*c.corr/c.target, estGain), rise)
 		default:
 			c.target *= math.Pow(min(max(load, minLoad), maxLoad), -fallbackGain)
 		}

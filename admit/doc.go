@@ -38,6 +38,9 @@
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01
+//	  a drain the signal does not confirm within its lag ends; once the signal
+//	        has read below half its target for longer than its lag, A rises
+//	        up to 1.5× a period instead of 1.1×
 //	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
 //	        the partly shed rank as a per-period count for unlisted tenants;
 //	        a boundary with every lower level shed is held while what is left
