@@ -93,20 +93,14 @@ var (
 	ErrThrottled  error = &RejectedError{Reason: Throttled}
 )
 
-// AsRejected returns the *RejectedError in err's chain, or nil. It does not
-// allocate when err is itself a *RejectedError or nil.
+// AsRejected returns the *RejectedError in err's chain, or nil. It does
+// not allocate.
 func AsRejected(err error) *RejectedError {
-	switch e := err.(type) {
-	case nil:
-		return nil
-	case *RejectedError:
+	if e, ok := err.(*RejectedError); ok || err == nil {
 		return e
 	}
-	var r *RejectedError
-	if errors.As(err, &r) {
-		return r
-	}
-	return nil
+	r, _ := errors.AsType[*RejectedError](err)
+	return r
 }
 
 // errStageDeadline is shared: CheckStage must not allocate.

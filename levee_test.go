@@ -204,6 +204,10 @@ func TestRejectedError(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { _ = AsRejected(direct) }); allocs != 0 {
 		t.Errorf("AsRejected(*RejectedError) allocates %v times, want 0", allocs)
 	}
+	wrapped := fmt.Errorf("call: %w", direct)
+	if allocs := testing.AllocsPerRun(100, func() { _ = AsRejected(wrapped) }); allocs != 0 {
+		t.Errorf("AsRejected(wrapped) allocates %v times, want 0", allocs)
+	}
 	if AsRejected(nil) != nil {
 		t.Error("AsRejected(nil) != nil")
 	}

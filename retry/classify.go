@@ -95,8 +95,7 @@ func Classify(err error) Class {
 	if r != nil && (r.NoRetry || r.Reason == levee.Deadline || r.Reason == levee.Throttled) {
 		return Permanent
 	}
-	var m *markedError
-	if errors.As(err, &m) {
+	if m, ok := errors.AsType[*markedError](err); ok {
 		return m.class
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
