@@ -37,7 +37,10 @@ const (
 //
 // Admit reads the coarse clock that Run refreshes (to within about a
 // millisecond) instead of calling time.Now; without Run it calls
-// time.Now. It takes no lock and does not allocate.
+// time.Now. It takes no lock and does not allocate. While Run is active,
+// one Admit in 16 reads the clock itself and, when Run's timer has fallen
+// more than two periods behind (a saturated process), runs the control
+// step in its place (see Run).
 func (c *Controller) Admit(ctx context.Context) (Ticket, error) {
 	now := c.clock.Load()
 	if now == 0 {
@@ -66,6 +69,9 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 		cr = levee.Critical
 	}
 	n := c.arrivals[cr].Add(1)
+	if real && n%lateClockEvery == 0 && c.running.Load() {
+		now = c.late()
+	}
 	if call.Attempt > 0 {
 		c.retried.Add(1)
 	}

@@ -40,8 +40,10 @@ const (
 	maxRetryAfter   = time.Minute
 	defaultRecovery = time.Second // Retry-After before any episode was observed
 	clockTick       = time.Millisecond
-	serviceShift    = 6 // one ticket in 2^serviceShift measures its service time
-	minSampleShift  = 3 // at most one request in 8 is sampled for tenant accounting
+	lateClockEvery  = 16 // while Run is active, one Admit in this many reads the clock
+	lateSteps       = 2  // ... and steps when the last Step is this many periods old
+	serviceShift    = 6  // one ticket in 2^serviceShift measures its service time
+	minSampleShift  = 3  // at most one request in 8 is sampled for tenant accounting
 	ringTarget      = fairq.RingSize / 2
 	lagPeriods      = 2                      // periods before a change shows in the signal
 	maxRise         = 1.1                    // the target rises at most this much a period
@@ -65,6 +67,9 @@ type Controller struct {
 	plan        atomic.Pointer[plan]
 	overErr     [levee.NumCriticalities]atomic.Pointer[levee.RejectedError]
 	clock       atomic.Int64 // coarse unix ns, refreshed by Run and Step
+	stepped     atomic.Int64 // unix ns of the last Step
+	running     atomic.Bool  // Run is refreshing the clock and stepping
+	stepping    atomic.Bool  // an Admit is running a late step
 	sampleShift atomic.Uint32
 	loadBits    atomic.Uint64
 	off         uint64 // seed offset of the Weyl sequences
@@ -205,6 +210,7 @@ func (c *Controller) step(now time.Time) []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.clock.Store(now.UnixNano())
+	c.stepped.Store(now.UnixNano())
 	dt := now.Sub(c.last)
 	if c.last.IsZero() {
 		dt = c.cfg.period
@@ -589,11 +595,21 @@ func (c *Controller) emit(e Event) {
 // Run calls Step every period with the real time and refreshes the coarse
 // clock Admit reads every millisecond, until ctx is done. Run one Run per
 // Controller.
+//
+// A saturated process runs timer goroutines late (behind the runnable
+// handlers in Go's run queue, or behind other processes for a core): that
+// is exactly when the controller must act. So while Run is active, one
+// Admit in lateClockEvery also reads the clock, and when the last Step is
+// more than lateSteps periods old that Admit samples the signals that can
+// be sampled (a SampleAt(time.Time) method, as package pressure's have)
+// and runs the Step itself: control follows the requests, not the timers.
 func (c *Controller) Run(ctx context.Context) {
 	step := time.NewTicker(c.cfg.period)
 	defer step.Stop()
 	tick := time.NewTicker(clockTick)
 	defer tick.Stop()
+	c.running.Store(true)
+	defer c.running.Store(false)
 	c.Step(time.Now())
 	for {
 		select {
@@ -603,9 +619,36 @@ func (c *Controller) Run(ctx context.Context) {
 		case now := <-tick.C:
 			c.clock.Store(now.UnixNano())
 		case now := <-step.C:
-			c.Step(now)
+			// A late step run by Admit may have just happened: a step
+			// over a sliver of a period would read noise as rates.
+			if now.UnixNano()-c.stepped.Load() >= int64(c.cfg.period)/2 {
+				c.Step(now)
+			}
 		}
 	}
+}
+
+// sampler is a signal that can be sampled on demand (package pressure's
+// signals are).
+type sampler interface{ SampleAt(time.Time) }
+
+// late is called by one Admit in lateClockEvery while Run is active: it
+// refreshes the clock and, if Run's timer is late, steps in its place.
+func (c *Controller) late() int64 {
+	t := time.Now()
+	now := t.UnixNano()
+	c.clock.Store(now)
+	if now-c.stepped.Load() < lateSteps*int64(c.cfg.period) || !c.stepping.CompareAndSwap(false, true) {
+		return now
+	}
+	for _, s := range c.cfg.signals {
+		if sm, ok := s.(sampler); ok {
+			sm.SampleAt(t)
+		}
+	}
+	c.Step(t)
+	c.stepping.Store(false)
+	return now
 }
 
 // Snapshot returns the state as of the last Step, with cumulative counters
