@@ -1,6 +1,8 @@
 package pressure
 
 import (
+	"time"
+
 	"context"
 	"sync"
 
@@ -21,9 +23,17 @@ type Set struct {
 	Queue *QueueDelay
 }
 
-// Default builds the recommended Set with default options: CPU (target 0.8
-// of the allowed cores, 100 ms period, 200 ms EWMA), scheduler latency (p99,
-// target 50 ms, 100 ms period, 200 ms EWMA) and queueing delay (minimum over
+// setPeriod is the sampling period and EWMA time constant of the CPU and
+// scheduler-latency signals in Default: the admission controller's period
+// (admit.DefaultPeriod). Its control law expects a reading to reflect
+// admissions about two periods back; the standalone defaults (100 ms
+// samples, 200 ms EWMA) lag about six of its periods, enough for a limit
+// cycle on a real server.
+const setPeriod = 50 * time.Millisecond
+
+// Default builds the recommended Set for admit.Controller: CPU (target 0.8
+// of the allowed cores) and scheduler latency (p99, target 50 ms), both
+// sampled every 50 ms with a 50 ms EWMA, and queueing delay (minimum over
 // 100 ms intervals, target 5 ms). Start sampling with go set.Run(ctx) and
 // pass set.Signals() to the admission controller:
 //
@@ -32,11 +42,12 @@ type Set struct {
 //	go set.Run(ctx)
 //	ctl := admit.New(admit.WithSignals(set.Signals()...))
 func Default() (*Set, error) {
-	c, err := NewCPU()
+	c, err := NewCPU(WithCPUPeriod(setPeriod), WithCPUSmoothing(setPeriod))
 	if err != nil {
 		return nil, err
 	}
-	return &Set{CPU: c, Sched: NewSchedLatency(), Queue: NewQueueDelay()}, nil
+	sched := NewSchedLatency(WithSchedPeriod(setPeriod), WithSchedSmoothing(setPeriod))
+	return &Set{CPU: c, Sched: sched, Queue: NewQueueDelay()}, nil
 }
 
 // Signals returns the set's signals, in the order CPU, scheduler latency,
