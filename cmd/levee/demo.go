@@ -39,7 +39,7 @@ type demoPlan struct {
 
 var (
 	planDefault = demoPlan{normal: 5 * time.Second, spike: 10 * time.Second, after: 10 * time.Second, drain: 3500 * time.Millisecond, capacity: 2 * time.Second}
-	planQuick   = demoPlan{normal: 2 * time.Second, spike: 4 * time.Second, after: 5 * time.Second, drain: 1500 * time.Millisecond, capacity: 1500 * time.Millisecond}
+	planQuick   = demoPlan{normal: 2 * time.Second, spike: 5500 * time.Millisecond, after: 4500 * time.Millisecond, drain: 1500 * time.Millisecond, capacity: 1500 * time.Millisecond}
 )
 
 // Load multiples of the measured capacity.

@@ -8,14 +8,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
 
 // TestDemoQuick builds a non-race levee binary, runs `levee demo --quick
-// --json` (a real overload on loopback, about 30 s) and checks the structure
-// of its report and the ordering of the two protections with a margin,
-// never absolute times or rates: the machine is shared and noisy.
+// --repeat 3 --json` (a real overload on loopback, about 90 s: three
+// alternated pairs of runs) and checks the structure of its report and the
+// ordering of the two protections with a margin on the medians of the
+// three pairs, never absolute times or rates: the machine is shared and
+// noisy, and a single pair can be spoilt by a neighbour.
 func TestDemoQuick(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-time loopback demo; skipped with -short")
@@ -35,10 +38,10 @@ func TestDemoQuick(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	html := filepath.Join(dir, "demo.html")
-	cmd := exec.CommandContext(ctx, bin, "demo", "--quick", "--json", "--html", html)
+	cmd := exec.CommandContext(ctx, bin, "demo", "--quick", "--repeat", "3", "--json", "--html", html)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -77,26 +80,27 @@ func TestDemoQuick(t *testing.T) {
 	if got.CapacityRPS == nil || *got.CapacityRPS <= 0 {
 		t.Fatalf("capacity_rps = %v, want > 0", got.CapacityRPS)
 	}
-	if len(got.Runs) != 2 {
-		t.Fatalf("%d runs, want 2 (none, levee)", len(got.Runs))
+	if len(got.Runs) != 6 {
+		t.Fatalf("%d runs, want 6 (none, levee, three times)", len(got.Runs))
 	}
-	goodput := map[string]map[string]float64{}
-	offered := map[string]map[string]float64{}
-	rejected := map[string]map[string]float64{}
+	// Per protection and phase, one value per repetition.
+	goodput := map[string]map[string][]float64{"none": {}, "levee": {}}
+	offered := map[string]map[string][]float64{"none": {}, "levee": {}}
+	rejected := map[string]map[string][]float64{"none": {}, "levee": {}}
 	for i, r := range got.Runs {
 		if r.Name == nil || r.Protection == nil {
 			t.Fatalf("run %d lacks name or protection", i)
 		}
-		wantProt := []string{"none", "levee"}[i]
+		wantProt := []string{"none", "levee"}[i%2]
 		if *r.Protection != wantProt {
 			t.Errorf("run %d protection = %q, want %q (alternated, unprotected first)", i, *r.Protection, wantProt)
 		}
 		if len(r.Phases) != 3 {
 			t.Fatalf("run %s: %d phases, want 3", *r.Name, len(r.Phases))
 		}
-		goodput[*r.Protection] = map[string]float64{}
-		offered[*r.Protection] = map[string]float64{}
-		rejected[*r.Protection] = map[string]float64{}
+		if t.Failed() {
+			t.FailNow()
+		}
 		for j, p := range r.Phases {
 			wantName := []string{"normal", "spike", "after"}[j]
 			if p.Name == nil || *p.Name != wantName {
@@ -119,24 +123,38 @@ func TestDemoQuick(t *testing.T) {
 			if *p.GoodputRPS > 0 && *p.P99ms < *p.P50ms {
 				t.Errorf("run %s phase %s: p99 %.1fms < p50 %.1fms", *r.Name, wantName, *p.P99ms, *p.P50ms)
 			}
-			goodput[*r.Protection][wantName] = *p.GoodputRPS
-			offered[*r.Protection][wantName] = *p.OfferedRPS
-			rejected[*r.Protection][wantName] = *p.RejectedRPS + *p.ThrottledRPS
+			pr := *r.Protection
+			goodput[pr][wantName] = append(goodput[pr][wantName], *p.GoodputRPS)
+			offered[pr][wantName] = append(offered[pr][wantName], *p.OfferedRPS)
+			rejected[pr][wantName] = append(rejected[pr][wantName], (*p.RejectedRPS+*p.ThrottledRPS)/max(*p.OfferedRPS, 1))
 		}
 		if r.RecoveryS != nil && *r.RecoveryS < 0 {
 			t.Errorf("run %s: recovery_s = %v, want null or ≥ 0", *r.Name, *r.RecoveryS)
 		}
 	}
-	if o := offered["none"]["spike"]; o <= offered["none"]["normal"] {
-		t.Errorf("spike offered %.0f/s ≤ normal offered %.0f/s", o, offered["none"]["normal"])
+	if o, n := median(offered["none"]["spike"]), median(offered["none"]["normal"]); o <= n {
+		t.Errorf("spike offered %.0f/s ≤ normal offered %.0f/s", o, n)
 	}
-	if l, n := goodput["levee"]["spike"], goodput["none"]["spike"]; l < 1.5*n || l == 0 {
-		t.Errorf("spike goodput: levee %.1f/s, unprotected %.1f/s, want levee ≥ 1.5× unprotected", l, n)
+	t.Logf("spike goodput per repetition: levee %v, unprotected %v", goodput["levee"]["spike"], goodput["none"]["spike"])
+	if l, n := median(goodput["levee"]["spike"]), median(goodput["none"]["spike"]); l < 1.5*n || l == 0 {
+		t.Errorf("median spike goodput: levee %.1f/s, unprotected %.1f/s, want levee ≥ 1.5× unprotected", l, n)
 	}
-	if r, o := rejected["levee"]["normal"], offered["levee"]["normal"]; r > 0.01*o {
-		t.Errorf("levee rejected %.1f/s of %.1f/s in the normal phase, want ≤ 1%%", r, o)
+	if r := median(rejected["levee"]["normal"]); r > 0.01 {
+		t.Errorf("levee rejected or throttled a median %.1f%% of the normal phase, want ≤ 1%% (per repetition %v)", 100*r, rejected["levee"]["normal"])
 	}
 	if st, err := os.Stat(html); err != nil || st.Size() == 0 {
 		t.Errorf("HTML report %s: %v", html, err)
 	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
