@@ -11,8 +11,15 @@
 // (Wraps, registered with loopback.HijackWith), so levee's own module never
 // imports them.
 //
-// The comparison is a test that only runs when asked, and writes
-// table.md for cmd/benchreport:
+// The comparison is a test that only runs when asked (about 5 minutes), and
+// writes table.md for cmd/benchreport:
 //
 //	LEVEE_BENCH_GOODPUT=1 go test -run TestGoodput -v -timeout 15m ./goodput
+//
+// For a narrower look: LEVEE_BENCH_WORK (CPU costs, default "1ms,20ms"),
+// LEVEE_BENCH_PROTECTION (e.g. "none,levee,failsafe"),
+// LEVEE_BENCH_SKIP_REJECT=1 (no pure-rejection phase) and
+// LEVEE_BENCH_PROGRESS=1 (the generator's progress once a second). The log
+// prints, for every levee run, its controller's shed level, admitted
+// fraction and signals second by second.
 package goodput

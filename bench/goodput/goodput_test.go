@@ -83,7 +83,7 @@ type workResult struct {
 
 func TestGoodput(t *testing.T) {
 	if os.Getenv("LEVEE_BENCH_GOODPUT") != "1" {
-		t.Skip("loopback overload comparison: set LEVEE_BENCH_GOODPUT=1 (about 7 minutes, 2 CPUs)")
+		t.Skip("loopback overload comparison: set LEVEE_BENCH_GOODPUT=1 (about 5 minutes, 2 CPUs)")
 	}
 	works := []time.Duration{time.Millisecond, 20 * time.Millisecond}
 	if v := os.Getenv("LEVEE_BENCH_WORK"); v != "" {
