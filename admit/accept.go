@@ -35,8 +35,8 @@ const (
 // the route's learned service time, Quota when the tenant is over its
 // quota, and Overloaded when the request falls in the part being shed.
 //
-// Admit reads the coarse clock that Run refreshes (to within about a
-// millisecond) instead of calling time.Now; without Run it calls
+// Admit reads the coarse clock that Run and every 16th Admit refresh
+// (to within 10 ms when idle) instead of calling time.Now; without Run it calls
 // time.Now. It takes no lock and does not allocate. While Run is active,
 // one Admit in 16 reads the clock itself and, when Run's timer has fallen
 // more than two periods behind (a saturated process), runs the control
