@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/levee-dev/levee/internal/loopback"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 )
@@ -170,14 +171,8 @@ func TestDemoQuick(t *testing.T) {
 	}
 }
 
+// median is the demo's own median (loopback.Median), without the spread.
 func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	m, _, _ := loopback.Median(xs)
+	return m
 }
