@@ -281,6 +281,19 @@ func result(err error) error {
 	return &callError{err: err, st: Status(upward(rej))}
 }
 
+// begin reads what both interceptors need for one call: its levee.Call, the
+// target's throttle (nil when throttling is off) and the retry state, set
+// up in a.
+func (c *Client) begin(ctx context.Context, cc *grpc.ClientConn, method string, now time.Time, a *retry.Attempts) (levee.Call, *throttle.Throttle) {
+	dl, _ := ctx.Deadline()
+	var thr *throttle.Throttle
+	if c.throttle != nil {
+		thr = c.throttle.Get(c.key(cc, method))
+	}
+	a.Init(c.policyFor(method), now, dl)
+	return levee.CallFrom(ctx), thr
+}
+
 // UnaryClientInterceptor is a grpc.UnaryClientInterceptor (install it with
 // grpc.WithChainUnaryInterceptor, or use DialOptions). For each call it
 // bounds the deadline (the caller's minus the margin, or the policy's
@@ -301,14 +314,8 @@ func (c *Client) UnaryClientInterceptor(ctx context.Context, method string, req,
 		return result(err)
 	}
 	defer cancel()
-	dl, _ := ctx.Deadline()
-	call := levee.CallFrom(ctx)
-	var thr *throttle.Throttle
-	if c.throttle != nil {
-		thr = c.throttle.Get(c.key(cc, method))
-	}
 	var a retry.Attempts
-	a.Init(c.policyFor(method), now, dl)
+	call, thr := c.begin(ctx, cc, method, now, &a)
 	for {
 		n := a.Attempt()
 		if thr != nil {
@@ -372,14 +379,8 @@ func (c *Client) StreamClientInterceptor(ctx context.Context, desc *grpc.StreamD
 	if err != nil {
 		return nil, result(err)
 	}
-	dl, _ := ctx.Deadline()
-	call := levee.CallFrom(ctx)
-	var thr *throttle.Throttle
-	if c.throttle != nil {
-		thr = c.throttle.Get(c.key(cc, method))
-	}
 	var a retry.Attempts
-	a.Init(c.policyFor(method), now, dl)
+	call, thr := c.begin(ctx, cc, method, now, &a)
 	for {
 		n := a.Attempt()
 		if thr != nil {
