@@ -37,6 +37,11 @@ func (t *Tenant) Total() float64 { return t.Rate[0] + t.Rate[1] + t.Rate[2] + t.
 const (
 	hllBits = 12
 	hllRegs = 1 << hllBits
+	// rateJump and jumpMin: a tenant's rate that changes by this factor
+	// within one period, with at least jumpMin requests in the period, is
+	// taken at once instead of smoothed.
+	rateJump = 2.0
+	jumpMin  = 32
 	// DefaultK is the default number of heavy-hitter entries.
 	DefaultK = 256
 	// maxReplacements bounds the work of one Step when many new tenants
@@ -179,9 +184,20 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 	alpha := 1 - math.Exp(-sec/t.rateTau.Seconds())
 	for i := range t.entries {
 		e := &t.entries[i]
+		// A tenant whose rate jumped by a factor of rateJump (with enough
+		// requests behind the reading to tell) is taken at once, as the
+		// controller takes its arrival rates: a heavy tenant's rate that
+		// trails a flood by the smoothing time would make the plan believe
+		// the flood came from others.
+		var cur, got float64
+		for c := range e.Rate {
+			cur += e.Rate[c]
+			got += e.period[c]
+		}
+		jump := got >= jumpMin && (got > rateJump*cur*sec || got*rateJump < cur*sec)
 		for c := range e.Rate {
 			r := e.period[c] / sec
-			if e.fresh {
+			if e.fresh || jump {
 				e.Rate[c] = r
 			} else {
 				e.Rate[c] += alpha * (r - e.Rate[c])

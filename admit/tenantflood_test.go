@@ -1,0 +1,52 @@
+package admit_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+)
+
+// TestSingleTenantFlood: every request comes from one tenant, as when all
+// clients sit behind one address (a load balancer, or loopback) and the
+// tenant is the peer address. When the flood starts, that tenant's
+// smoothed rate must not trail the arrivals so far that the plan believes
+// the flood comes from others and sheds the tenant — that is, everyone —
+// entirely.
+func TestSingleTenantFlood(t *testing.T) {
+	const c0 = 1000.0
+	for _, load := range []float64{2, 5, 10} {
+		for _, seed := range testSeeds() {
+			t.Run(fmt.Sprintf("%gC/seed%d", load, seed), func(t *testing.T) {
+				run := func(ctx context.Context) ([]window, *plant) {
+					p := newPlant(c0, seed)
+					ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
+					src := &source{ctx: ctx, rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.5 * c0, load * c0})}
+					s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+					s.run(3*time.Second, time.Second)
+					return s.run(4*time.Second, 100*time.Millisecond), p
+				}
+				one, p := run(levee.WithCall(context.Background(), levee.Call{Tenant: "10.0.0.1"}))
+				none, _ := run(context.Background())
+				var a1, a0 float64
+				for i, w := range one {
+					a1 += w.admitted
+					a0 += none[i].admitted
+					// From 2 s after the step the flood's backlog is gone
+					// at every load here: every 100 ms must admit a fair
+					// part of what the plant allows.
+					if at := p.atTarget(w.offered); w.start >= 5*time.Second && w.admitted < 0.5*at {
+						t.Errorf("window %v–%v: admitted %.0f/s, want ≥ half of the %.0f/s the plant allows at target", w.start, w.end, w.admitted, at)
+					}
+				}
+				t.Logf("admitted in the 4 s from the step: one tenant %.0f, no tenant %.0f", a1/10, a0/10)
+				if a1 < 0.9*a0 {
+					t.Errorf("one tenant admitted %.0f requests in the 4 s from the step, no tenant %.0f: want ≥ 90%%", a1/10, a0/10)
+				}
+			})
+		}
+	}
+}
