@@ -53,6 +53,11 @@ const (
 	maxRise        = 1.1                    // the target rises at most this much a period
 	fastRise       = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
 	drainTime      = 250 * time.Millisecond // drain a flood's backlog over about this long
+	// With rejections at least rejDominant times the admissions and the
+	// load below affineBelow, the room left is priced at the slope learned
+	// before the episode (see the control law).
+	rejDominant = 16
+	affineBelow = 0.8
 )
 
 // counter is an atomic counter alone on its cache line.
@@ -129,6 +134,7 @@ type Controller struct {
 	capStart    float64    // capacity estimate when the episode started
 	drain       float64    // estimated backlog (requests) still to drain
 	admCnt      [2]float64 // admitted in the last two periods (newest first)
+	rejCnt      [2]float64 // rejected for overload in the same periods
 	prevLoad    float64
 	corr        float64                 // integral correction of the estimate
 	snapped     bool                    // the last plan held a criticality boundary
@@ -245,7 +251,7 @@ func (c *Controller) step(now time.Time) []Event {
 	c.loadBits.Store(math.Float64bits(load))
 
 	// Counters → rates.
-	var totalArr, totalAdm float64
+	var totalArr, totalAdm, totalOver float64
 	var rateNow [levee.NumCriticalities]float64
 	for cr := range levee.NumCriticalities {
 		a := c.arrivals[cr].Load()
@@ -260,6 +266,7 @@ func (c *Controller) step(now time.Time) []Event {
 		elig := float64(dA) - float64(dD) - float64(dQ)
 		rateNow[levee.Criticality(cr).Rank()] = max(0, elig) / sec
 		totalAdm += max(0, elig-float64(dO)) / sec
+		totalOver += float64(dO)
 		totalArr += float64(dA) / sec
 		c.prevArr[cr], c.prevRej[cr] = a, rej
 	}
@@ -361,7 +368,14 @@ func (c *Controller) step(now time.Time) []Event {
 		c.epStart = now
 		// A delay signal is not proportional to the admitted rate: a spike
 		// of it says "over", not by how much. Clamp as the law does.
-		c.target = c.admRate / min(load, maxLoad)
+		base := c.admRate
+		if c.capEst > 0 {
+			// The admitted rate reads low when the flood stalled the
+			// process (nothing reached the handlers for a few periods):
+			// the estimate learned before the episode is the better base.
+			base = max(base, c.capEst)
+		}
+		c.target = base / min(load, maxLoad)
 		if c.capEst > 0 && c.capEst < c.target {
 			c.target = c.capEst
 		}
@@ -408,6 +422,19 @@ func (c *Controller) step(now time.Time) []Event {
 			// noise in both cancels. Move part of the way to it.
 			l := min(max(load, minLoad), maxLoad)
 			est := (c.admCnt[0] + c.admCnt[1]) / ((l + c.prevLoad) * sec)
+			adm2, rej2 := c.admCnt[0]+c.admCnt[1], c.rejCnt[0]+c.rejCnt[1]
+			if lbar := (l + c.prevLoad) / 2; lbar < affineBelow && rej2 >= rejDominant*adm2 && c.capEst > 0 {
+				// Below target with rejections outnumbering admissions many
+				// times (clients retrying every rejection at once), part of
+				// the load is the rejecting itself: it does not fall in
+				// proportion to what is admitted, and admitted ÷ load would
+				// walk the target towards zero while the CPU idles. The
+				// room left, priced at the slope learned before the episode
+				// (capacity per unit of load), is the admitted rate that
+				// many more requests.
+				lagA := (c.admCnt[0] + c.admCnt[1]) / (2 * sec)
+				est = max(est, lagA+(1-lbar)*c.capEst)
+			}
 			// A slow integral of the load error removes what the estimate
 			// cannot see (admissions below the aim, work that is not
 			// proportional to admissions).
@@ -433,6 +460,7 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 	}
 	c.admCnt[1], c.admCnt[0] = c.admCnt[0], admCount
+	c.rejCnt[1], c.rejCnt[0] = c.rejCnt[0], totalOver
 	c.prevLoad = min(max(load, minLoad), maxLoad)
 	aim := c.target
 	if c.drain > 0 {
@@ -480,6 +508,18 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 		res = buildPlan(planInput{shed: shed, rate: mix, tenants: c.heavy, fair: fair,
 			period: budgetPeriod(dt, c.cfg.period), slack: boundarySlack * aim})
+		if res.p != nil && res.p.hasTenants {
+			// Each plan continues the listed tenants' sequences where the
+			// arrivals have got to: restarting them at 0 every period would
+			// replay the same first few hundred points of the Weyl sequence,
+			// whose error at a small admitted share (a few requests a
+			// period) then repeats every period instead of averaging out.
+			var n uint64
+			for cr := range c.prevArr {
+				n += c.prevArr[cr]
+			}
+			res.p.startTenants(n)
+		}
 	}
 	c.snapped = res.snapped
 	c.plan.Store(res.p)

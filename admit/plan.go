@@ -80,6 +80,17 @@ func (p *plan) shed(key uint64, r int, n, off uint64) bool {
 	return p.all[r] || weyl(n, off) < p.thr[r]
 }
 
+// startTenants starts every listed tenant's sequences at n.
+func (p *plan) startTenants(n uint64) {
+	for i := range p.tenants {
+		if p.tenants[i].key != 0 {
+			for r := range p.tenants[i].ctr {
+				p.tenants[i].ctr[r].Store(n)
+			}
+		}
+	}
+}
+
 // planInput is what the ladder needs, all rates in requests per second.
 type planInput struct {
 	shed    float64                         // rate to shed
