@@ -4,7 +4,7 @@
 // signal's Value is above its Target.
 //
 //	signal        Name            unit                          default target
-//	CPU           "cpu"           fraction of the allowed cores 0.8
+//	CPU           "cpu"           fraction of the allowed cores 0.8 (0.95 in Default)
 //	SchedLatency  "sched_latency" seconds (p99 run-queue wait)  0.050
 //	QueueDelay    "queue_delay"   seconds (arrival → handler)   0.005
 //	Concurrency   "concurrency"   in-flight ÷ adaptive limit    1

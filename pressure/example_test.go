@@ -83,7 +83,7 @@ func ExampleDefault() {
 	cancel()
 	<-done
 	// Output:
-	// cpu 0.8
+	// cpu 0.95
 	// sched_latency 0.05
 	// queue_delay 0.005
 }
