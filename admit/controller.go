@@ -453,7 +453,11 @@ func (c *Controller) step(now time.Time) []Event {
 		default:
 			c.target *= math.Pow(min(max(load, minLoad), maxLoad), -fallbackGain)
 		}
-		c.target = min(c.target, 1.5*R)
+		// Not far above demand (a target that ran away would admit a
+		// whole flood at once), but a period in which the process was
+		// stalled and nothing arrived does not pull it below the capacity
+		// learned before the episode.
+		c.target = min(c.target, max(1.5*R, c.capEst))
 		c.target = max(c.target, 1e-3)
 		if load > 0.2 && load <= 1.2 && steady {
 			c.capEst += ac * (lagged/load - c.capEst)
