@@ -291,6 +291,11 @@ func (c *Controller) step(now time.Time) []Event {
 	exp, got := total*sec, totalNow*sec
 	margin := 3 * math.Sqrt(exp)
 	jump := !c.rateInit || got > rateJump*exp+margin+1 || got < exp/rateJump-margin-1
+	// Shedding while the signal reads below half its target: the arrivals
+	// have fallen (a spike ended) and the smoothed rate, kept high for a
+	// second, would go on shedding most of what follows. Take the period's
+	// count as it is.
+	jump = jump || (c.shedding && load < minLoad && got < exp)
 	for r := range c.rate {
 		if jump {
 			c.rate[r] = rateNow[r]
@@ -449,7 +454,14 @@ func (c *Controller) step(now time.Time) []Event {
 				// far less is admitted than could be: catch up faster.
 				rise = fastRise
 			}
-			c.target *= min(math.Pow(est*c.corr/c.target, estGain), rise)
+			f := min(math.Pow(est*c.corr/c.target, estGain), rise)
+			if l < 1 {
+				// Below target the CPU has room: whatever the estimate
+				// says (it reads low when demand, not the plan, limited
+				// what was admitted, as when a spike ends), never cut.
+				f = max(f, 1)
+			}
+			c.target *= f
 		default:
 			c.target *= math.Pow(min(max(load, minLoad), maxLoad), -fallbackGain)
 		}
