@@ -141,15 +141,17 @@ func TestDemoQuick(t *testing.T) {
 		t.Errorf("spike offered %.0f/s ≤ normal offered %.0f/s", o, n)
 	}
 	t.Logf("spike goodput per repetition: levee %v, unprotected %v", goodput["levee"]["spike"], goodput["none"]["spike"])
-	// The goals are levee ≥ 1.5× the unprotected spike goodput and
-	// ≤ 1% of the normal phase rejected. On the 2-core development VM the
-	// spike ratio's median ranged from 0.75× to 2.0× (levee's controller
-	// over-sheds for a second or two when its own rejections load the
-	// CPU), so it is logged against the goal, not asserted. What every run
-	// showed, and what is asserted: after the spike the unprotected server
-	// stays collapsed (metastable) while levee serves again.
+	// The ordering, with a margin (medians of the three repetitions):
+	// levee's spike goodput ≥ 1.5× the unprotected one (measured
+	// 2.5× and 2.9× in two --quick --repeat 3 runs on the 2-core
+	// development VM), and after
+	// the spike the unprotected server stays collapsed (metastable) while
+	// levee serves again.
 	l, n := median(goodput["levee"]["spike"]), median(goodput["none"]["spike"])
-	t.Logf("median spike goodput: levee %.1f/s, unprotected %.1f/s: %.2f× (goal ≥ 1.5×)", l, n, l/max(n, 1e-9))
+	t.Logf("median spike goodput: levee %.1f/s, unprotected %.1f/s: %.2f×", l, n, l/max(n, 1e-9))
+	if l < 1.5*n {
+		t.Errorf("median spike goodput: levee %.1f/s, unprotected %.1f/s, want levee ≥ 1.5× unprotected", l, n)
+	}
 	la, na, off := median(goodput["levee"]["after"]), median(goodput["none"]["after"]), median(offered["levee"]["after"])
 	t.Logf("median after-phase goodput: levee %.1f/s, unprotected %.1f/s, of %.1f/s offered", la, na, off)
 	if la < 0.25*off || la < 2*na {
@@ -159,12 +161,11 @@ func TestDemoQuick(t *testing.T) {
 	// rejected_rps); the clients' own throttling is logged beside them.
 	t.Logf("normal phase, share rejected by the server per repetition %v, throttled by the clients %v",
 		rejected["levee"]["normal"], throttled["levee"]["normal"])
-	// Medians measured: 0–4.2% (per repetition up to 5.6%); the bound leaves
-	// room for a shared machine and catches shedding at normal load.
+	// Measured: 0 in all six repetitions of two --quick --repeat 3 runs.
 	r := median(rejected["levee"]["normal"])
-	t.Logf("the levee server rejected a median %.1f%% of the normal phase (goal ≤ 1%%)", 100*r)
-	if r > 0.12 {
-		t.Errorf("the levee server rejected a median %.1f%% of the normal phase, want ≤ 12%% (per repetition %v)", 100*r, rejected["levee"]["normal"])
+	t.Logf("the levee server rejected a median %.2f%% of the normal phase", 100*r)
+	if r > 0.01 {
+		t.Errorf("the levee server rejected a median %.2f%% of the normal phase, want ≤ 1%% (per repetition %v)", 100*r, rejected["levee"]["normal"])
 	}
 	if st, err := os.Stat(html); err != nil || st.Size() == 0 {
 		t.Errorf("HTML report %s: %v", html, err)
