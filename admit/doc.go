@@ -33,13 +33,17 @@
 //	  load  = max over signals of value/target             (1.0 = at target)
 //	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once)
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
+//	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
+//	        (the signal would show the flood a period or two later)
 //	  load > 1 and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01;
 //	        when rejections outnumber admissions 16× and load < 0.8 (a retry storm
-//	        whose rejecting is itself load), est = admitted + (1 − load)·K instead
+//	        whose rejecting is itself load), est = admitted + (1 − load)·K instead;
+//	        when the plan sheds ≥ 80% and admits < 90% of its aim, the aim stands
+//	        for the admitted count; below target A is never cut
 //	  a drain the signal does not confirm within its lag ends; once the signal
 //	        has read below half its target for longer than its lag, A rises
 //	        up to 1.5× a period instead of 1.1×

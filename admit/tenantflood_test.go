@@ -118,3 +118,31 @@ func TestSpikeEnds(t *testing.T) {
 		})
 	}
 }
+
+// TestFloodSeenInArrivals: with a signal three periods late, a 5× flood
+// is admitted at full rate until the signal shows it, and on a real
+// one-core server that work stalls the process while the kernel's queues
+// fill with requests that expire before they are read. The arrivals show
+// the flood at once: shedding starts one period after the jump
+// (degradation first), not when the signal catches up.
+func TestFloodSeenInArrivals(t *testing.T) {
+	const c0 = 1000.0
+	for _, seed := range testSeeds() {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			p := newPlant(c0, seed)
+			p.lag = 3
+			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
+			src := &source{ctx: context.Background(), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.5 * c0, 5 * c0})}
+			s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+			s.run(3*time.Second, time.Second)
+			ws := s.run(200*time.Millisecond, 200*time.Millisecond)
+			// At most about two periods at the flood's rate (the jump is
+			// counted at the end of the first), then the capacity.
+			limit := 2*0.05*5*c0 + 0.1*c0
+			t.Logf("admitted in the 200 ms after the step: %.0f (the flood offered %.0f)", ws[0].admitted*0.2, ws[0].offered*0.2)
+			if got := ws[0].admitted * 0.2; got > limit {
+				t.Errorf("admitted %.0f requests in the 200 ms after a 5× step, want ≤ %.0f", got, limit)
+			}
+		})
+	}
+}
