@@ -53,11 +53,6 @@ const (
 	maxRise        = 1.1                    // the target rises at most this much a period
 	fastRise       = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
 	drainTime      = 250 * time.Millisecond // drain a flood's backlog over about this long
-	// With rejections at least rejDominant times the admissions and the
-	// load below affineBelow, the room left is priced at the slope learned
-	// before the episode (see the control law).
-	rejDominant = 16
-	affineBelow = 0.8
 	// Admissions below shortfall × the plan's aim while it rejects
 	// bigShed times what it admits are a shortfall of the plan, not of
 	// demand (see the law).
@@ -474,18 +469,6 @@ func (c *Controller) step(now time.Time) []Event {
 				eff = aim2
 			}
 			est := eff / ((l + c.prevLoad) * sec)
-			if lbar := (l + c.prevLoad) / 2; lbar < affineBelow && rej2 >= rejDominant*adm2 && c.capEst > 0 {
-				// Below target with rejections outnumbering admissions many
-				// times (clients retrying every rejection at once), part of
-				// the load is the rejecting itself: it does not fall in
-				// proportion to what is admitted, and admitted ÷ load would
-				// walk the target towards zero while the CPU idles. The
-				// room left, priced at the slope learned before the episode
-				// (capacity per unit of load), is the admitted rate that
-				// many more requests.
-				lagA := eff / (2 * sec)
-				est = max(est, lagA+(1-lbar)*c.capEst)
-			}
 			// A slow integral of the load error removes what the estimate
 			// cannot see (admissions below the aim, work that is not
 			// proportional to admissions).

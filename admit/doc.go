@@ -40,8 +40,6 @@
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01;
-//	        when rejections outnumber admissions 16× and load < 0.8 (a retry storm
-//	        whose rejecting is itself load), est = admitted + (1 − load)·K instead;
 //	        when the plan sheds ≥ 80% and admits < 90% of its aim, the aim stands
 //	        for the admitted count; below target A is never cut
 //	  a drain the signal does not confirm within its lag ends; once the signal

@@ -15,9 +15,12 @@ import (
 // so at 5× the server receives about 15× its capacity in attempts, and a
 // rejection costs 4% of a request (40 µs of net/http against 1 ms of
 // work). More than half of the CPU then goes to rejecting, and the load no
-// longer falls in proportion to what is admitted. The controller must
-// still admit what the CPU left over allows (the plant's atTarget), not
-// collapse towards zero.
+// longer falls in proportion to what is admitted. The steady state must
+// still hold the signal at target and admit what the CPU leaves over (the
+// plant's atTarget). It guards the control law in that regime; the
+// collapses seen on the loopback harness in it came from the plan and the
+// entry (TestSingleTenantFlood, TestStallInFlood), which this plant alone
+// does not reproduce.
 func TestControlExpensiveRejections(t *testing.T) {
 	const c0 = 1000.0
 	for _, offered := range []float64{6, 15} { // 2× and 5× with two retries
