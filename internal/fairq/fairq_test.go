@@ -146,3 +146,51 @@ func TestTrackerRates(t *testing.T) {
 		t.Errorf("b rate = %v, want 100", got)
 	}
 }
+
+// TestTrackerTakesJumps: a tenant whose rate jumps (a flood, or its end)
+// is taken at the new rate after one period, as admit takes its arrival
+// rates; a small change is smoothed (0.5 s), and so is a jump backed by
+// fewer than jumpMin requests in the period.
+func TestTrackerTakesJumps(t *testing.T) {
+	const dt = 50 * time.Millisecond
+	rate := func(steps []int) float64 { // requests per period, one per step
+		tr := NewTracker(8)
+		a := Hash(1, "a")
+		now := time.Unix(0, 0)
+		for _, n := range steps {
+			for range n {
+				tr.Add(Sample(a, 0), 1)
+			}
+			now = now.Add(dt)
+			tr.Step(now, dt)
+		}
+		return tr.Rate(Key(a))
+	}
+	steady := make([]int, 40) // 2 s at 50 a period (1000/s)
+	for i := range steady {
+		steady[i] = 50
+	}
+	for _, tc := range []struct {
+		name   string
+		next   int
+		lo, hi float64
+	}{
+		{"flood 10×", 500, 9999, 10001},
+		{"end 1/10", 5, 99, 101},
+		{"up 1.5× (smoothed: about 1000 + 0.1·500)", 75, 1010, 1100},
+	} {
+		got := rate(append(append([]int(nil), steady...), tc.next))
+		if got < tc.lo || got > tc.hi {
+			t.Errorf("%s: rate %.1f/s after one period, want in [%v, %v]", tc.name, got, tc.lo, tc.hi)
+		}
+	}
+	// Two requests a period, then 20: a ×10 jump on too little evidence
+	// (fewer than jumpMin requests) is smoothed.
+	low := make([]int, 40)
+	for i := range low {
+		low[i] = 2
+	}
+	if got := rate(append(low, 20)); got >= 300 {
+		t.Errorf("jump from 40/s to 400/s on %d requests: rate %.1f/s, want smoothed (< 300)", 20, got)
+	}
+}
