@@ -38,8 +38,8 @@ const (
 	hllBits = 12
 	hllRegs = 1 << hllBits
 	// rateJump and jumpMin: a tenant's rate that changes by this factor
-	// within one period, with at least jumpMin requests in the period or
-	// expected in it, is taken at once instead of smoothed.
+	// within one period, with at least jumpMin requests in the period, is
+	// taken at once instead of smoothed.
 	rateJump = 2.0
 	jumpMin  = 32
 	// DefaultK is the default number of heavy-hitter entries.
@@ -194,7 +194,7 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 			cur += e.Rate[c]
 			got += e.period[c]
 		}
-		jump := max(got, cur*sec) >= jumpMin && (got > rateJump*cur*sec || got*rateJump < cur*sec)
+		jump := got >= jumpMin && (got > rateJump*cur*sec || got*rateJump < cur*sec)
 		for c := range e.Rate {
 			r := e.period[c] / sec
 			if e.fresh || jump {
