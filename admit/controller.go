@@ -53,14 +53,6 @@ const (
 	maxRise        = 1.1                    // the target rises at most this much a period
 	fastRise       = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
 	drainTime      = 250 * time.Millisecond // drain a flood's backlog over about this long
-	// Admissions below shortfall × the plan's aim while it rejects
-	// bigShed times what it admits are a shortfall of the plan, not of
-	// demand (see the law).
-	shortfall = 0.9
-	bigShed   = 4
-	// ... counted over an aim of at least minShortfall requests (two
-	// periods): below it, Poisson noise alone makes such shortfalls.
-	minShortfall = 50
 	// Arrivals jumping above floodJump × the capacity estimate start
 	// shedding before the signal shows the flood.
 	floodJump = 2.0
@@ -140,11 +132,6 @@ type Controller struct {
 	capStart    float64    // capacity estimate when the episode started
 	drain       float64    // estimated backlog (requests) still to drain
 	admCnt      [2]float64 // admitted in the last two periods (newest first)
-	rejCnt      [2]float64 // rejected for overload in the same periods
-	aimCnt      [2]float64 // what the plan aimed to admit in the same periods
-	bound       [2]bool    // whether the plan shed in them (the aim, not demand, bound admissions)
-	lastAim     float64    // the aim published by the last Step
-	lastBound   bool       // ... and whether it shed
 	prevLoad    float64
 	corr        float64                 // integral correction of the estimate
 	snapped     bool                    // the last plan held a criticality boundary
@@ -262,7 +249,7 @@ func (c *Controller) step(now time.Time) []Event {
 	c.loadBits.Store(math.Float64bits(load))
 
 	// Counters → rates.
-	var totalArr, totalAdm, totalOver float64
+	var totalArr, totalAdm float64
 	var rateNow [levee.NumCriticalities]float64
 	for cr := range levee.NumCriticalities {
 		a := c.arrivals[cr].Load()
@@ -277,7 +264,6 @@ func (c *Controller) step(now time.Time) []Event {
 		elig := float64(dA) - float64(dD) - float64(dQ)
 		rateNow[levee.Criticality(cr).Rank()] = max(0, elig) / sec
 		totalAdm += max(0, elig-float64(dO)) / sec
-		totalOver += float64(dO)
 		totalArr += float64(dA) / sec
 		c.prevArr[cr], c.prevRej[cr] = a, rej
 	}
@@ -455,20 +441,7 @@ func (c *Controller) step(now time.Time) []Event {
 			// the admitted rate that puts the load at 1, and the arrival
 			// noise in both cancels. Move part of the way to it.
 			l := min(max(load, minLoad), maxLoad)
-			adm2, rej2 := c.admCnt[0]+c.admCnt[1], c.rejCnt[0]+c.rejCnt[1]
-			eff := adm2
-			if aim2 := c.aimCnt[0] + c.aimCnt[1]; aim2 >= minShortfall && c.bound[0] && c.bound[1] && rej2 >= bigShed*adm2 && adm2 < shortfall*aim2 {
-				// The plan shed most of the arrivals in both periods and
-				// admitted well short of its aim: its fractions apply to
-				// estimated rates, and when it sheds 80% or more a small
-				// error in a rate is a large one in what is admitted. The
-				// load answers to the aim then, and admitted ÷ load would
-				// settle the load below target by the same share
-				// (measured on the loopback harness: 83% of the aim
-				// admitted, the CPU held at 0.85 of its target).
-				eff = aim2
-			}
-			est := eff / ((l + c.prevLoad) * sec)
+			est := (c.admCnt[0] + c.admCnt[1]) / ((l + c.prevLoad) * sec)
 			// A slow integral of the load error removes what the estimate
 			// cannot see (admissions below the aim, work that is not
 			// proportional to admissions).
@@ -505,9 +478,6 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 	}
 	c.admCnt[1], c.admCnt[0] = c.admCnt[0], admCount
-	c.rejCnt[1], c.rejCnt[0] = c.rejCnt[0], totalOver
-	c.aimCnt[1], c.aimCnt[0] = c.aimCnt[0], c.lastAim*sec
-	c.bound[1], c.bound[0] = c.bound[0], c.lastBound
 	c.prevLoad = min(max(load, minLoad), maxLoad)
 	aim := c.target
 	if c.drain > 0 {
@@ -529,7 +499,6 @@ func (c *Controller) step(now time.Time) []Event {
 			c.episodes++
 		}
 	}
-	c.lastAim, c.lastBound = aim, shed > 0
 
 	// Map the shed rate onto tenants and the ladder.
 	capacity := c.capEst
@@ -541,6 +510,24 @@ func (c *Controller) step(now time.Time) []Event {
 	var res planResult
 	if shed > 0 {
 		c.heavy = c.tracker.Top(c.heavy[:0], fair)
+		// A tenant's sampled rate is noisy, and its errors do not cancel
+		// in the plan: an overestimate is clipped to the arrival rate,
+		// an underestimate leaves a phantom share to "other tenants" that
+		// nobody uses (with one tenant at 87% shed, 5% of sampling error
+		// admitted 17% less than the aim). Its share of all samples,
+		// smoothed alike, has no such error: scale the rates by it.
+		var sampled float64
+		for _, v := range c.tracker.All() {
+			sampled += v
+		}
+		if sampled > 0 {
+			k := R / sampled
+			for i := range c.heavy {
+				for cl := range c.heavy[i].Rate {
+					c.heavy[i].Rate[cl] *= k
+				}
+			}
+		}
 		// The split between ranks comes from the slow per-rank rates, the
 		// total from the fast one: the ladder position does not jitter
 		// with each period's arrivals.

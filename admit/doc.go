@@ -40,8 +40,7 @@
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01;
-//	        when the plan sheds ≥ 80% and admits < 90% of its aim, the aim stands
-//	        for the admitted count; below target A is never cut
+//	        below target A is never cut
 //	  a drain the signal does not confirm within its lag ends; once the signal
 //	        has read below half its target for longer than its lag, A rises
 //	        up to 1.5× a period instead of 1.1×

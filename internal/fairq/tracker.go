@@ -55,6 +55,7 @@ const (
 // (at most RingSize).
 type Tracker struct {
 	k       int
+	all     Tenant // every sample, whatever its tenant
 	entries []Tenant
 	index   map[uint64]int32
 	batch   map[uint64]int32
@@ -84,6 +85,7 @@ func NewTracker(k int) *Tracker {
 	}
 	return &Tracker{
 		k:        k,
+		all:      Tenant{fresh: true},
 		entries:  make([]Tenant, 0, k),
 		index:    make(map[uint64]int32, k),
 		batch:    make(map[uint64]int32, 256),
@@ -112,6 +114,7 @@ func (t *Tracker) Add(sample uint64, weight float64) {
 	}
 	t.items[i].w[class] += weight
 	t.items[i].tot += weight
+	t.all.period[class] += weight
 }
 
 // Step closes the period of length dt ending at now: merges the period's
@@ -183,32 +186,42 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 	}
 	alpha := 1 - math.Exp(-sec/t.rateTau.Seconds())
 	for i := range t.entries {
-		e := &t.entries[i]
-		// A tenant whose rate jumped by a factor of rateJump (with enough
-		// requests behind the reading to tell) is taken at once, as the
-		// controller takes its arrival rates: a heavy tenant's rate that
-		// trails a flood by the smoothing time would make the plan believe
-		// the flood came from others.
-		var cur, got float64
-		for c := range e.Rate {
-			cur += e.Rate[c]
-			got += e.period[c]
-		}
-		jump := got >= jumpMin && (got > rateJump*cur*sec || got*rateJump < cur*sec)
-		for c := range e.Rate {
-			r := e.period[c] / sec
-			if e.fresh || jump {
-				e.Rate[c] = r
-			} else {
-				e.Rate[c] += alpha * (r - e.Rate[c])
-			}
-			e.period[c] = 0
-		}
-		e.fresh = false
+		t.entries[i].smooth(sec, alpha)
 	}
+	t.all.smooth(sec, alpha)
 	clear(t.batch)
 	t.items = t.items[:0]
 }
+
+// smooth closes the period of length sec for e: a rate that jumped by a
+// factor of rateJump (with enough requests behind the reading to tell) is
+// taken at once, as the controller takes its arrival rates (a heavy
+// tenant's rate that trailed a flood by the smoothing time would make the
+// plan believe the flood came from others); otherwise it moves by alpha.
+func (e *Tenant) smooth(sec, alpha float64) {
+	var cur, got float64
+	for c := range e.Rate {
+		cur += e.Rate[c]
+		got += e.period[c]
+	}
+	jump := got >= jumpMin && (got > rateJump*cur*sec || got*rateJump < cur*sec)
+	for c := range e.Rate {
+		r := e.period[c] / sec
+		if e.fresh || jump {
+			e.Rate[c] = r
+		} else {
+			e.Rate[c] += alpha * (r - e.Rate[c])
+		}
+		e.period[c] = 0
+	}
+	e.fresh = false
+}
+
+// All returns the smoothed rate of every sampled request, per class,
+// smoothed as each tenant's is: a tenant's Rate divided by it is the
+// tenant's share of the traffic, free of the sampling noise the two have
+// in common (with a single tenant, exactly 1).
+func (t *Tracker) All() [NumClasses]float64 { return t.all.Rate }
 
 // Top appends the entries whose total rate is at least min to dst, heaviest
 // first (ties by key), and returns it.
