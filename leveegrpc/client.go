@@ -334,10 +334,10 @@ func (c *Client) UnaryClientInterceptor(ctx context.Context, method string, req,
 			acancel()
 		}
 		if err == nil {
-			// The accept is counted at the send time, in the same time
-			// bucket as the request (and a clock read is saved).
+			// Reported at the send time: the time only decides when the
+			// throttle folds its counters, and a clock read is saved.
 			if thr != nil {
-				thr.AcceptAt(now, call.Criticality)
+				thr.DoneAt(now, call.Criticality, true)
 			}
 			return nil
 		}
@@ -350,8 +350,8 @@ func (c *Client) UnaryClientInterceptor(ctx context.Context, method string, req,
 			// copy of the trailer on every call).
 			err = classify(err, nil)
 		}
-		if thr != nil && !notAccepted(err) {
-			thr.AcceptAt(now, call.Criticality)
+		if thr != nil && ctx.Err() == nil { // a call its caller gave up says nothing of the backend
+			thr.DoneAt(now, call.Criticality, !notAccepted(err))
 		}
 		wait, again := a.Next(now, err)
 		if !again {
@@ -396,8 +396,8 @@ func (c *Client) StreamClientInterceptor(ctx context.Context, desc *grpc.StreamD
 			return &clientStream{ClientStream: cs, c: c, thr: thr, crit: call.Criticality, cancel: cancel}, nil
 		}
 		err = classify(err, nil)
-		if thr != nil && !notAccepted(err) {
-			thr.AcceptAt(now, call.Criticality)
+		if thr != nil && ctx.Err() == nil {
+			thr.DoneAt(now, call.Criticality, !notAccepted(err))
 		}
 		wait, again := a.Next(now, err)
 		if !again {
@@ -424,8 +424,8 @@ type clientStream struct {
 }
 
 func (s *clientStream) judge(err error) {
-	if s.thr != nil && s.judged.CompareAndSwap(false, true) && !notAccepted(err) {
-		s.thr.AcceptAt(s.c.now(), s.crit)
+	if s.thr != nil && s.judged.CompareAndSwap(false, true) {
+		s.thr.DoneAt(s.c.now(), s.crit, !notAccepted(err))
 	}
 }
 

@@ -338,10 +338,19 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 		acancel()
 		switch {
 		case ownTimeout:
-			// Only this attempt ran out of time: another may succeed.
+			// Only this attempt ran out of time: another may succeed. No
+			// answer in time counts against the backend.
+			if th != nil {
+				th.DoneAt(t.cfg.now(), call.Criticality, false)
+			}
 			return nil, retry.Retryable(err)
 		case ctx.Err() != nil:
+			// The caller gave up: the attempt says nothing of the backend
+			// and is left unreported.
 			return nil, err
+		}
+		if th != nil {
+			th.DoneAt(t.cfg.now(), call.Criticality, false)
 		}
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
@@ -349,10 +358,11 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 		}
 		return nil, err
 	}
-	rej := rejection(resp, t.cfg.now(), t.cfg.names)
+	end := t.cfg.now()
+	rej := rejection(resp, end, t.cfg.names)
 	if rej == nil {
 		if th != nil {
-			th.AcceptAt(now, call.Criticality)
+			th.DoneAt(end, call.Criticality, true)
 		}
 		if actx != ctx && resp.Body != nil {
 			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: acancel}
@@ -362,8 +372,8 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 		return resp, nil
 	}
 	defer acancel() // after the drain below: a cancelled body cannot be drained
-	if th != nil && rej.Reason != levee.Overloaded && rej.Reason != levee.Quota {
-		th.AcceptAt(now, call.Criticality)
+	if th != nil {
+		th.DoneAt(end, call.Criticality, rej.Reason != levee.Overloaded && rej.Reason != levee.Quota)
 	}
 	drain(resp.Body)
 	return nil, rej

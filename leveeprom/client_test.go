@@ -19,7 +19,7 @@ func healthy(t *throttle.Throttle, c levee.Criticality, n int) {
 	for i := range n {
 		now := t0.Add(time.Duration(i) * time.Millisecond)
 		if t.AllowAt(now, c) == nil {
-			t.AcceptAt(now, c)
+			t.DoneAt(now, c, true)
 		}
 	}
 }
@@ -48,8 +48,8 @@ func TestThrottleCollectorOverload(t *testing.T) {
 	th := throttle.New(throttle.WithSeed(3))
 	for i := range 2000 {
 		now := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-		if th.AllowAt(now, levee.Sheddable) == nil && i%10 == 0 {
-			th.AcceptAt(now, levee.Sheddable) // the backend accepts ~10%
+		if th.AllowAt(now, levee.Sheddable) == nil {
+			th.DoneAt(now, levee.Sheddable, i%10 == 0) // the backend accepts ~10%
 		}
 	}
 	th.RejectProbabilityAt(t0.Add(20*time.Second), levee.Sheddable)

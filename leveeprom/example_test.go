@@ -47,7 +47,7 @@ func ExampleThrottleCollector() {
 	for range 3 {
 		t := backends.Get("search")
 		if t.AllowAt(now, levee.Critical) == nil {
-			t.AcceptAt(now, levee.Critical) // the backend served it
+			t.DoneAt(now, levee.Critical, true) // the backend served it
 		}
 	}
 

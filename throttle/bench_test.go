@@ -23,7 +23,7 @@ func BenchmarkThrottle(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if t.Allow(levee.Critical) == nil {
-				t.Accept(levee.Critical)
+				t.Done(levee.Critical, true)
 			}
 		}
 	})
@@ -33,7 +33,7 @@ func BenchmarkThrottle(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if t.Allow(levee.Critical) == nil {
-					t.Accept(levee.Critical)
+					t.Done(levee.Critical, true)
 				}
 			}
 		})
@@ -48,7 +48,7 @@ func BenchmarkThrottle(b *testing.B) {
 			s := time.Now()
 			for range 1000 {
 				if t.Allow(levee.Critical) == nil {
-					t.Accept(levee.Critical)
+					t.Done(levee.Critical, true)
 				}
 			}
 			m := time.Now()
@@ -81,9 +81,8 @@ func BenchmarkThrottle(b *testing.B) {
 		for b.Loop() {
 			now = now.Add(time.Millisecond)
 			if t.AllowAt(now, levee.Critical) == nil {
-				if n++; n%2 == 0 {
-					t.AcceptAt(now, levee.Critical)
-				}
+				n++
+				t.DoneAt(now, levee.Critical, n%2 == 0)
 			}
 		}
 	})

@@ -22,7 +22,7 @@
 //   - A decision costs about as much as one atomic add: no lock, no
 //     allocation, no system call on the accept path.
 //   - Deterministic: decisions are stepped with explicit time (AllowAt,
-//     AcceptAt) and a seeded counter replaces randomness, so the simulator
+//     DoneAt) and a seeded counter replaces randomness, so the simulator
 //     replays the same run from the same seed.
 //
 // # Non-goals
@@ -32,14 +32,15 @@
 //   - Retrying: a locally throttled request fails at once with
 //     Reason Throttled and must not be retried (package retry knows).
 //   - Deciding what counts as accepted: the caller reports every outcome
-//     but an overload or quota rejection to AcceptAt, application errors
-//     included (the backend did the work).
+//     to DoneAt, accepted unless the backend rejected it for overload or
+//     quota; application errors are accepted (the backend did the work).
 //
 // # The model in ten lines
 //
-//	per backend key, per criticality c: requests R_c (counted by AllowAt,
-//	    local rejections included: that is what makes it converge) and
-//	    accepts A_c (AcceptAt), kept over two horizons:
+//	per backend key, per criticality c: requests R_c (counted when their
+//	    outcome is known: local rejections at once, which is what makes
+//	    it converge; sent requests at DoneAt) and accepts A_c (DoneAt
+//	    with accepted), kept over two horizons:
 //	  long:   a sliding window of 2 min (24 buckets), the SRE book's
 //	  recent: exponentially decayed, time constant 1 s (stretched to hold
 //	          ~20 accepts when the backend accepts only a few per second)
@@ -48,7 +49,7 @@
 //	    min(R_c, what D left after the lower levels); recent P = 0 when the
 //	    backend rejected none of the ≥ 10 requests sent in the recent horizon
 //	P(c) = min(P_long(c), P_recent(c)), recomputed every 100 ms
-//	AllowAt: R_c++; reject iff (seed + R_c·⌊2⁶⁴/φ⌋) mod 2⁶⁴ < P(c)·2⁶⁴
+//	AllowAt: n_c++; reject iff (seed + n_c·⌊2⁶⁴/φ⌋) mod 2⁶⁴ < P(c)·2⁶⁴
 //
 // With one criticality in use and one horizon this is exactly the book's
 // P = max(0, (requests − K·accepts) / (requests + 1)).
@@ -59,9 +60,8 @@
 // every request in the window that was not accepted keeps pushing P up until
 // it slides out or is paid back by new accepts at (K−1) per request, which
 // is the ~30 s tail of the plain window. A short window alone would forget
-// at once but is noisy at low rates and reacts to any short mismatch between
-// requests (counted at send) and accepts (counted at the response), such as
-// a burst to a slow backend. Rejecting only what both horizons call for
+// at once but is noisy at low rates and reacts to any short run of
+// rejections. Rejecting only what both horizons call for
 // keeps the book's behaviour where it was right — onset needs the 2-minute
 // evidence, a blip cannot trigger it, the steady state is the same — and
 // forgets as soon as the last second shows the backend accepting. Two
@@ -104,9 +104,22 @@
 // would not do better: a level the ladder refuses entirely gathers no
 // accepts and would stay refused long after the backend recovered.
 //
+// # Counting at the outcome
+//
+// The book counts a request when it is sent. Then every request in flight
+// is a request without an accept, and the deficit a client sees grows
+// with the backend's latency: a fresh client sending half the capacity of
+// a healthy backend that answers in 300 ms rejected 58% of its requests
+// locally in its first second and 21% in the next (measured on virtual
+// time), and at 1 s latency it took seven seconds to stop. Here a sent
+// request counts when the caller reports its outcome (DoneAt), so only
+// answered requests weigh on the formula, whatever the latency; a local
+// rejection counts at once, as in the book. An attempt whose caller gave
+// up before the answer may go unreported: it counts for nothing.
+//
 // # Clock
 //
-// AllowAt and AcceptAt take the time; Allow and Accept read a shared
+// AllowAt and DoneAt take the time; Allow and Done read a shared
 // coarse clock (an atomic timestamp refreshed every 2 ms by one goroutine
 // that runs only while a Throttle is used on real time and exits after a
 // second without readers), because reading the system clock costs more

@@ -31,10 +31,11 @@ func Example() {
 		if measured {
 			sent++
 		}
-		if acceptedThisSecond < 100 { // beyond 100/s the backend answers "overloaded"
+		accepted := acceptedThisSecond < 100 // beyond 100/s the backend answers "overloaded"
+		if accepted {
 			acceptedThisSecond++
-			t.AcceptAt(now, levee.Critical)
 		}
+		t.DoneAt(now, levee.Critical, accepted)
 	}
 	fmt.Printf("refused locally: %.0f%%, backend received %.1f×A\n", 100*float64(refused)/180_000, float64(sent)/18_000)
 	// Output: refused locally: 80%, backend received 2.0×A
@@ -64,8 +65,9 @@ func ExampleGroup() {
 		fmt.Println(err) // do not send; do not retry
 		return
 	}
-	// ... send; unless the backend answered "overloaded" or "quota":
-	t.Accept(levee.SheddablePlus)
+	// ... send, then report the outcome: accepted unless the backend
+	// answered "overloaded" or "quota".
+	t.Done(levee.SheddablePlus, true)
 	fmt.Println(g.Len())
 	// Output: 1
 }

@@ -31,7 +31,7 @@ func FuzzThrottle(f *testing.F) {
 					t.Fatalf("AllowAt returned %v", err)
 				}
 			} else {
-				th.AcceptAt(now, c)
+				th.DoneAt(now, c, op&2 == 0)
 			}
 			if p := th.RejectProbabilityAt(now, c); !(p >= 0 && p < 1) {
 				t.Fatalf("probability %v outside [0, 1)", p)

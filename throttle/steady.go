@@ -112,11 +112,10 @@ func Simulate(s Scenario) Steady {
 		if measured {
 			sent++
 		}
-		if b.take(at) {
-			t.AcceptAt(now, levee.Critical)
-			if measured {
-				accepted++
-			}
+		ok := b.take(at)
+		t.DoneAt(now, levee.Critical, ok)
+		if ok && measured {
+			accepted++
 		}
 	}
 	capacity := s.Capacity * s.Measure.Seconds()

@@ -100,17 +100,23 @@ func newConfig(opts []Option) config {
 }
 
 // Throttle is a client-side adaptive throttle for one backend (Google SRE
-// book, ch. 21). The client counts the requests it attempts (AllowAt, local
-// rejections included) and those the backend accepted (AcceptAt: every
-// outcome except an overload or quota rejection) and rejects new requests
-// locally with probability
+// book, ch. 21). The client counts the requests it attempts and those the
+// backend accepted, and rejects new requests locally with probability
 //
 //	P = max(0, (requests − K·accepts) / (requests + 1))
 //
 // on the long window and on the recent horizon, taking the smaller: see the
 // package documentation for why and for how criticalities are ordered.
 //
-// The accept path (AllowAt, AcceptAt) never waits and never allocates: it
+// A request counts when its outcome is known: a local rejection at once
+// (AllowAt), a sent request when the caller reports it (DoneAt, accepted
+// or not). A request still in flight counts for nothing, so a slow backend
+// does not look like a rejecting one: counted at the send, the first
+// 300 ms of requests to a backend answering in 300 ms had no accepts to
+// match, and a fresh client rejected half of its requests locally at half
+// the backend's capacity.
+//
+// The accept path (AllowAt, DoneAt) never waits and never allocates: it
 // adds to atomic counters and compares a seeded, counter-based draw with a
 // threshold recomputed every 100 ms by whichever call crosses the tick
 // (others carry on meanwhile). A Throttle is safe for concurrent use; a nil
@@ -134,18 +140,18 @@ type Throttle struct {
 }
 
 type counters struct {
-	req      atomic.Uint64
-	_        [56]byte
-	acc, rej atomic.Uint64
-	_        [48]byte
+	req            atomic.Uint64 // AllowAt calls
+	_              [56]byte
+	acc, rej, done atomic.Uint64 // accepted, rejected locally, outcomes reported
+	_              [40]byte
 }
 
 type state struct {
 	started          bool
 	first, tick      int64
 	longIdx          int64
-	seenReq, seenAcc [levee.NumCriticalities]uint64
-	seenRej          [levee.NumCriticalities]uint64
+	seenAcc, seenRej [levee.NumCriticalities]uint64
+	seenDone         [levee.NumCriticalities]uint64
 	recR, recA, recL [levee.NumCriticalities]float64
 	longR, longA     [longBuckets][levee.NumCriticalities]float64
 	sumR, sumA       [levee.NumCriticalities]float64
@@ -189,12 +195,12 @@ func idx(c levee.Criticality) int {
 }
 
 // AllowAt decides at now whether a request of criticality c may be sent. It
-// counts the request either way and returns nil (send it, then call
-// AcceptAt unless the backend rejected it for overload or quota) or
-// ErrThrottled (do not send; nothing more to report). An invalid c counts
-// as Critical. Time may come slightly out of order from concurrent callers;
-// a clock that jumps backwards freezes the probabilities until it catches
-// up, so a new virtual-time run needs a new Throttle.
+// returns nil (send it, then report its outcome with DoneAt) or
+// ErrThrottled (do not send; the local rejection is counted, nothing more
+// to report). An invalid c counts as Critical. Time may come slightly out
+// of order from concurrent callers; a clock that jumps backwards freezes
+// the probabilities until it catches up, so a new virtual-time run needs a
+// new Throttle.
 func (t *Throttle) AllowAt(now time.Time, c levee.Criticality) error {
 	if t == nil {
 		return nil
@@ -219,21 +225,29 @@ func (t *Throttle) allow(us int64, i int) error {
 	return errThrottled
 }
 
-// AcceptAt records at now that the backend accepted a request of
-// criticality c: any outcome but an overload or quota rejection, including
-// application errors.
-func (t *Throttle) AcceptAt(now time.Time, c levee.Criticality) {
+// DoneAt reports at now the outcome of a request of criticality c that
+// AllowAt let through: accepted is false only when the backend rejected
+// it for overload or quota (or, at the caller's choice, when the attempt
+// failed without an answer, such as a refused connection or a timeout);
+// any other answer, application errors included, is accepted: the backend
+// did the work. An attempt abandoned by its own caller may be left
+// unreported; it then counts for nothing.
+func (t *Throttle) DoneAt(now time.Time, c levee.Criticality, accepted bool) {
 	if t == nil {
 		return
 	}
-	t.accept(micros(now), idx(c))
+	t.done(micros(now), idx(c), accepted)
 }
 
-func (t *Throttle) accept(us int64, i int) {
+func (t *Throttle) done(us int64, i int, accepted bool) {
 	if us >= t.next.Load() {
 		t.fold(us)
 	}
-	t.crit[i].acc.Add(1)
+	s := &t.crit[i]
+	if accepted {
+		s.acc.Add(1)
+	}
+	s.done.Add(1)
 }
 
 // Allow is AllowAt on a coarse real-time clock (see the package
@@ -245,12 +259,12 @@ func (t *Throttle) Allow(c levee.Criticality) error {
 	return t.allow(wall.now(), idx(c))
 }
 
-// Accept is AcceptAt on the coarse real-time clock.
-func (t *Throttle) Accept(c levee.Criticality) {
+// Done is DoneAt on the coarse real-time clock.
+func (t *Throttle) Done(c levee.Criticality, accepted bool) {
 	if t == nil {
 		return
 	}
-	t.accept(wall.now(), idx(c))
+	t.done(wall.now(), idx(c), accepted)
 }
 
 // RejectProbabilityAt returns the probability with which AllowAt at now
@@ -300,9 +314,15 @@ func (t *Throttle) fold(us int64) {
 	}
 	b := int((li%longBuckets + longBuckets) % longBuckets)
 	for c := range t.crit {
-		r, a, l := t.crit[c].req.Load(), t.crit[c].acc.Load(), t.crit[c].rej.Load()
-		dr, da, dl := float64(r-st.seenReq[c]), float64(a-st.seenAcc[c]), float64(l-st.seenRej[c])
-		st.seenReq[c], st.seenAcc[c], st.seenRej[c] = r, a, l
+		// Requests count when their outcome is known: local rejections
+		// now, sent requests when reported. Read done before acc: an
+		// outcome reported between the two loads is then counted as an
+		// accept before its request, never as an unaccepted request.
+		d, l := t.crit[c].done.Load(), t.crit[c].rej.Load()
+		a := t.crit[c].acc.Load()
+		dl, da := float64(l-st.seenRej[c]), float64(a-st.seenAcc[c])
+		dr := dl + float64(d-st.seenDone[c])
+		st.seenDone[c], st.seenAcc[c], st.seenRej[c] = d, a, l
 		st.recR[c] = st.recR[c]*decay + dr
 		st.recA[c] = st.recA[c]*decay + da
 		st.recL[c] = st.recL[c]*decay + dl
@@ -410,7 +430,9 @@ func floorDiv(a, b int64) int64 {
 type Stats struct {
 	// Requests counted by AllowAt, local rejections included.
 	Requests [levee.NumCriticalities]uint64
-	// Accepts reported by AcceptAt.
+	// Outcomes reported by DoneAt, accepted or not.
+	Completed [levee.NumCriticalities]uint64
+	// Accepts reported by DoneAt.
 	Accepts [levee.NumCriticalities]uint64
 	// Rejected locally by AllowAt.
 	Rejected [levee.NumCriticalities]uint64
@@ -426,6 +448,7 @@ func (t *Throttle) Stats() Stats {
 	}
 	for c := range t.crit {
 		s.Requests[c] = t.crit[c].req.Load()
+		s.Completed[c] = t.crit[c].done.Load()
 		s.Accepts[c] = t.crit[c].acc.Load()
 		s.Rejected[c] = t.crit[c].rej.Load()
 		s.Probability[c] = math.Ldexp(float64(t.thresh[c].Load()), -64)

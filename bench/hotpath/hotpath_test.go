@@ -338,7 +338,7 @@ func BenchmarkThrottle(b *testing.B) {
 			if err := t.Allow(levee.Critical); err != nil {
 				b.Fatal(err)
 			}
-			t.Accept(levee.Critical)
+			t.Done(levee.Critical, true)
 		}
 	})
 	b.Run("levee/allow-parallel", func(b *testing.B) {
@@ -348,7 +348,7 @@ func BenchmarkThrottle(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if t.Allow(levee.Critical) == nil {
-					t.Accept(levee.Critical)
+					t.Done(levee.Critical, true)
 				}
 			}
 		})

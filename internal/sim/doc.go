@@ -25,7 +25,7 @@
 //	instance: queue -> core (admit first if protected) -> CPU time -> [downstream call] -> response
 //	in-flight > memory limit => crash: every job lost, callers see resets, restart after a delay, cold start
 //	caller: attempt timer | response -> retry.Attempts.Next decides -> backoff event -> next attempt
-//	throttle.AllowAt before each attempt; AcceptAt when the backend answered with anything but overload
+//	throttle.AllowAt before each attempt; DoneAt with its outcome, accepted unless overload
 //	admit.Step every control period; pressure signals sampled at the same virtual instants
 //
 // A Scenario is decoded from YAML by Parse (errors name the line); Run

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -504,8 +505,8 @@ func (w *world) outcome(c *call, err error) {
 	c.cur = nil
 	c.gen++
 	cl := c.from
-	if cl.thr != nil && accepted(err) {
-		cl.thr.AcceptAt(at(w.now), c.crit)
+	if cl.thr != nil && !errors.Is(err, levee.ErrThrottled) { // a local refusal is counted by AllowAt
+		cl.thr.DoneAt(at(w.now), c.crit, accepted(err))
 	}
 	if err == nil {
 		w.finish(c, nil)
