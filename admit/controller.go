@@ -288,7 +288,13 @@ func (c *Controller) step(now time.Time) []Event {
 	exp, got := total*sec, totalNow*sec
 	margin := 3 * math.Sqrt(exp)
 	wasInit := c.rateInit
-	jump := !c.rateInit || got > rateJump*exp+margin+1 || got < exp/rateJump-margin-1
+	// A drop seen while the signal reads overloaded is more likely the
+	// process falling behind on reading requests (a saturated one-core
+	// process runs its connection goroutines late) than the clients going
+	// away: taken at once, it would raise the admitted fraction just as
+	// the backlog grows. It is smoothed like any other change.
+	drop := got < exp/rateJump-margin-1 && !(c.shedding && load > 1)
+	jump := !c.rateInit || got > rateJump*exp+margin+1 || drop
 	// Shedding while the signal reads below half its target: the arrivals
 	// have fallen (a spike ended) and the smoothed rate, kept high for a
 	// second, would go on shedding most of what follows. Take the period's
