@@ -18,14 +18,18 @@ type Ticket struct {
 	c     *Controller
 	start int64  // unix ns when sampled for service time, else 0
 	route uint64 // route hash
-	// flags packs the degrade level (low 8 bits), done and real-clock
-	// start: four fields keep a Ticket in registers on return.
+	// flags packs the degrade level (low 8 bits), done, real-clock start,
+	// a run slot held and the criticality (bits 12–13): four fields keep a
+	// Ticket in registers on return.
 	flags uint32
 }
 
 const (
-	ticketDone = 1 << 8
-	ticketReal = 1 << 9
+	ticketDone  = 1 << 8
+	ticketReal  = 1 << 9
+	ticketSlot  = 1 << 10
+	ticketCrit  = 12 // shift of the criticality
+	ticketCritM = 3 << ticketCrit
 )
 
 // Admit decides whether to start the request described by ctx (its
@@ -113,7 +117,7 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 		c.rejected[cr][levee.Overloaded].Add(1)
 		return Ticket{}, c.overErr[cr].Load()
 	}
-	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level()))}
+	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level())) | uint32(cr)<<ticketCrit}
 	if (n*serviceMul)>>(64-serviceShift) == 0 {
 		if real {
 			t.flags |= ticketReal
@@ -155,6 +159,10 @@ func (t *Ticket) DoneAt(now time.Time, err error) {
 func (t *Ticket) finish(now int64, err error) {
 	t.flags |= ticketDone
 	c := t.c
+	if t.flags&ticketSlot != 0 {
+		t.flags &^= ticketSlot
+		c.runq.release()
+	}
 	if err != nil {
 		if re, ok := err.(*levee.RejectedError); ok {
 			if re.Reason == levee.Overloaded {
@@ -175,3 +183,53 @@ func (t *Ticket) finish(now int64, err error) {
 // DegradeLevel returns the degradation level in force when the request was
 // admitted; handlers choose their cheaper answer from it.
 func (t *Ticket) DegradeLevel() degrade.Level { return degrade.Level(int8(uint8(t.flags))) }
+
+// Wait blocks, if need be, until the admitted request may start: while the
+// Controller bounds the requests running at once (see WithRunQueue), a
+// request over the bound waits here, parked, in arrival order, and starts
+// when an earlier one calls Done. It returns nil (start the work; Done
+// frees the slot), or a *levee.RejectedError (shared: do not modify) and
+// the request must not start: Reason Deadline when ctx ended while it
+// waited or its time left fell below its route's service time, Overloaded
+// when it waited longer than the run queue allows. The rejection is
+// counted like one from Admit; call Done anyway or not, it is a no-op.
+//
+// The common case (nobody waiting, a slot free) is two atomic operations
+// and no allocation. Without WithRunQueue, or on a virtual-time Ticket
+// (AdmitAt), Wait returns nil at once.
+func (t *Ticket) Wait(ctx context.Context) error {
+	c := t.c
+	if c == nil || t.flags&(ticketDone|ticketSlot) != 0 || c.cfg.runWait <= 0 {
+		return nil
+	}
+	q := &c.runq
+	if q.tryFast() {
+		t.flags |= ticketSlot
+		return nil
+	}
+	cr := levee.Criticality((t.flags & ticketCritM) >> ticketCrit)
+	ok, timedOut := q.wait(ctx, time.Now().UnixNano())
+	if !ok {
+		t.flags |= ticketDone
+		if timedOut {
+			c.rejected[cr][levee.Overloaded].Add(1)
+			return c.overErr[cr].Load()
+		}
+		c.rejected[cr][levee.Deadline].Add(1)
+		return c.errDeadline
+	}
+	t.flags |= ticketSlot
+	now := time.Now().UnixNano()
+	if dl, has := ctx.Deadline(); has {
+		if left := dl.UnixNano() - now; left <= 0 || left < c.routes.serviceTime(t.route) {
+			t.flags = t.flags&^ticketSlot | ticketDone
+			q.release()
+			c.rejected[cr][levee.Deadline].Add(1)
+			return c.errDeadline
+		}
+	}
+	if t.start != 0 && t.flags&ticketReal != 0 {
+		t.start = now // service time counts from the start, not the queue
+	}
+	return nil
+}

@@ -27,6 +27,7 @@ type config struct {
 	degrade  *degrade.Controller
 	observer func(Event)
 	logger   *slog.Logger
+	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
 }
 
 type tenantQuota struct {
@@ -124,6 +125,29 @@ func WithDegrade(d *degrade.Controller) Option {
 // from Step only, never per request, and must not call back into Step.
 func WithObserver(f func(Event)) Option {
 	return func(c *config) { c.observer = f }
+}
+
+// DefaultRunWait is the longest a request waits in the run queue by
+// default (see WithRunQueue).
+const DefaultRunWait = 500 * time.Millisecond
+
+// WithRunQueue sets the longest time a request may wait in the run queue
+// (Ticket.Wait) before it is rejected as Overloaded; d ≤ 0 turns the run
+// queue off, and Wait then never waits. Default DefaultRunWait.
+//
+// The run queue bounds how many admitted requests run at once. The bound
+// is learned while the server is healthy (signals below target, nothing
+// shed): twice the number of requests that run at once, scaled to the
+// signal at its target, and never below 2×GOMAXPROCS or 4. It grows by a
+// quarter each period in which requests wait while the signals read below
+// 0.8 of target (a slower dependency needs more requests in flight, not
+// fewer). A CPU-bound handler longer than Go's 10 ms time slice is where
+// it matters: without a bound, twenty such requests admitted at once on
+// one core all finish together 400 ms later, and the control loop's own
+// goroutines wait behind them; with it, the excess waits parked, in
+// order, and leaves when its caller goes away.
+func WithRunQueue(d time.Duration) Option {
+	return func(c *config) { c.runWait = d }
 }
 
 // WithLogger sets the logger state changes are logged to, once each, never

@@ -72,6 +72,9 @@ func BenchmarkAdmit(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			t, err := ctl.Admit(ctx)
+			if err == nil {
+				err = t.Wait(ctx)
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,6 +89,9 @@ func BenchmarkAdmit(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				t, err := ctl.Admit(ctx)
+				if err == nil {
+					err = t.Wait(ctx)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -135,13 +141,16 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		ctx := acceptCtx(t, tt.crit)
 		got := testing.AllocsPerRun(1000, func() {
 			tk, err := tt.ctl.Admit(ctx)
+			if err == nil {
+				err = tk.Wait(ctx)
+			}
 			if (err == nil) != tt.ok {
 				t.Fatalf("%s: err = %v", tt.name, err)
 			}
 			tk.Done(nil)
 		})
 		if got != 0 {
-			t.Errorf("%s: %v allocs per Admit+Done, want 0", tt.name, got)
+			t.Errorf("%s: %v allocs per Admit+Wait+Done, want 0", tt.name, got)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,7 @@ type Controller struct {
 	gone       atomic.Uint64
 	ring       fairq.Ring
 	routes     routeTable
+	runq       runQueue
 
 	// Preallocated rejection errors.
 	errDeadline *levee.RejectedError
@@ -142,12 +144,15 @@ type Controller struct {
 	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
 	ratePos     int
 	flood       bool // the last Step saw a flood in the arrivals
+	runMean     float64 // requests running at once while healthy, scaled to load 1
+	runLimit    float64 // the run queue's bound; 0 = none yet
+	runFloor    float64
 }
 
 // New returns a Controller configured by opts. Without WithSignals it never
 // sheds for overload; deadlines and quotas still apply.
 func New(opts ...Option) *Controller {
-	cfg := config{period: DefaultPeriod}
+	cfg := config{period: DefaultPeriod, runWait: DefaultRunWait}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -177,6 +182,8 @@ func New(opts ...Option) *Controller {
 		c.overTable[1][i] = levee.RejectedError{Reason: levee.Overloaded, RetryAfter: d, NoRetry: true}
 		c.quotaTable[i] = levee.RejectedError{Reason: levee.Quota, RetryAfter: d}
 	}
+	c.runq.init()
+	c.runFloor = float64(max(4, 2*runtime.GOMAXPROCS(0)))
 	c.sampleShift.Store(minSampleShift)
 	c.retryIdx = raIndex(defaultRecovery)
 	c.publishErrors()
@@ -506,6 +513,8 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 	}
 
+	c.stepRunQueue(now, load)
+
 	// Map the shed rate onto tenants and the ladder.
 	capacity := c.capEst
 	if c.shedding {
@@ -790,4 +799,43 @@ func (c *Controller) TenantRate(tenant string) float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.tracker.Rate(key)
+}
+
+// Run-queue tuning (see WithRunQueue).
+const (
+	runTau      = 2 * time.Second // smoothing of the healthy running count
+	runHeadroom = 2.0             // the bound is this many times the healthy count
+	runGrow     = 1.25            // per period while requests wait and the signals have room
+	runRoom     = 0.8             // ... below this load
+)
+
+// stepRunQueue learns the run queue's bound, publishes it, grants the
+// slots a raised bound frees and expires waits that are too long.
+func (c *Controller) stepRunQueue(now time.Time, load float64) {
+	if c.cfg.runWait <= 0 {
+		return
+	}
+	q := &c.runq
+	running := float64(q.running.Load())
+	if !c.shedding && c.prevLevel == 0 && load > 0.2 && load <= 1 {
+		// Healthy: what runs at once now, scaled to the load at target.
+		est := running / max(load, minLoad)
+		if c.runMean == 0 {
+			c.runMean = est
+		} else {
+			c.runMean += (1 - math.Exp(-c.cfg.period.Seconds()/runTau.Seconds())) * (est - c.runMean)
+		}
+	}
+	if c.runMean > 0 {
+		c.runLimit = max(c.runLimit, runHeadroom*c.runMean, c.runFloor)
+		if !(q.waiting.Load() > 0 && !c.shedding && load < runRoom) {
+			// Back towards the learned bound when nothing calls for more.
+			c.runLimit = max(runHeadroom*c.runMean, c.runFloor, c.runLimit*0.95)
+		} else {
+			c.runLimit *= runGrow
+			c.runMean = max(c.runMean, c.runLimit/runHeadroom)
+		}
+		q.limit.Store(int64(math.Ceil(c.runLimit)))
+	}
+	q.expire(now.UnixNano() - int64(c.cfg.runWait))
 }

@@ -319,10 +319,13 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 
 // UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
 // grpc.ChainUnaryInterceptor or grpc.UnaryInterceptor). It admits the
-// request unless InHandle already did, puts its levee.Call and degradation
-// level in the handler's context, releases the ticket when the handler
-// returns, and maps the handler's levee rejections (see Error), sending the
-// grpc-retry-pushback-ms trailer with them.
+// request unless InHandle already did, waits in the controller's run queue
+// (admit.Ticket.Wait; a call admitted by InHandle does not: the tap runs
+// on the connection's reader and must not block), puts its levee.Call and
+// degradation level in the handler's context, releases the ticket when the
+// handler returns, and maps the handler's levee rejections (see Error),
+// sending the grpc-retry-pushback-ms trailer with them. Streams do not
+// wait in the run queue: a stream lives as long as its caller chooses.
 func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	if tk := tapTicket(ctx); tk != nil {
 		defer func() { tk.release(err); err = s.finish(ctx, err, nil) }()
@@ -334,6 +337,11 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		return resp, s.finish(ctx, err, nil)
 	}
 	t, aerr := s.c.Admit(ctx)
+	if aerr == nil {
+		// The run queue (admit.WithRunQueue): wait, parked and in order,
+		// while the calls already running fill the bound.
+		aerr = t.Wait(ctx)
+	}
 	if aerr != nil {
 		rej := s.advise(levee.AsRejected(aerr))
 		if md := Pushback(rej); md != nil {

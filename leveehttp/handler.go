@@ -300,6 +300,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ticket, err := h.admit(ctx)
+	if err == nil {
+		// The run queue: wait here, parked and in order, while the
+		// requests already running fill the bound.
+		err = ticket.Wait(ctx)
+	}
 	if err != nil {
 		h.reject(w, err)
 		return

@@ -1,0 +1,189 @@
+package admit
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// runQueue bounds how many admitted requests run at once (Ticket.Wait) and
+// queues the rest in arrival order.
+//
+// Why: a CPU-bound handler that runs longer than Go's 10 ms preemption
+// slice shares the CPU with every other runnable handler. Admit twenty of
+// them at once on one core and all twenty finish 400 ms later, none in
+// 20 ms; the controller's own goroutines wait behind them for the CPU, so
+// the control loop is blind exactly while the backlog grows; and every
+// request that waits is already running, so none can be dropped when its
+// caller gives up. With a bound, the excess waits here instead, parked: it
+// costs no CPU, runs in order, leaves when its caller goes away, and is
+// checked against its deadline before it starts.
+//
+// The fast path (no waiter, a free slot) is two atomic operations; only
+// a request that must wait, and the release that hands it a slot, take the
+// mutex.
+type runQueue struct {
+	running atomic.Int64 // tickets holding a slot
+	_       [56]byte
+	waiting atomic.Int64 // waiters queued
+	limit   atomic.Int64 // math.MaxInt64: unbounded
+	_       [48]byte
+
+	mu         sync.Mutex
+	head, tail *waiter
+	free       *waiter // recycled waiters, under mu
+	nfree      int
+}
+
+// waiter is one request waiting for a slot. Its fields other than ch are
+// guarded by runQueue.mu.
+type waiter struct {
+	ch         chan bool // capacity 1: true = granted a slot, false = expired
+	next, prev *waiter
+	enq        int64 // unix ns when queued
+	state      uint8
+}
+
+const (
+	waiting = iota
+	granted
+	expired
+)
+
+func (q *runQueue) init() { q.limit.Store(math.MaxInt64) }
+
+// tryFast takes a slot if nobody waits and one is free.
+func (q *runQueue) tryFast() bool {
+	if q.waiting.Load() != 0 {
+		return false
+	}
+	if q.running.Add(1) <= q.limit.Load() {
+		return true
+	}
+	q.release() // undo: a waiter queued meanwhile may take the slot
+	return false
+}
+
+// release frees a slot, handing it to the oldest waiter if the bound
+// allows. The Dekker order (running, then waiting; a waiter does waiting,
+// then running) means either release sees the waiter or the waiter's
+// dispatch sees the free slot.
+func (q *runQueue) release() {
+	q.running.Add(-1)
+	if q.waiting.Load() > 0 {
+		q.mu.Lock()
+		q.dispatchLocked()
+		q.mu.Unlock()
+	}
+}
+
+// dispatchLocked grants slots to waiters, oldest first, while the bound
+// allows.
+func (q *runQueue) dispatchLocked() {
+	for q.head != nil && q.running.Load() < q.limit.Load() {
+		w := q.head
+		q.unlinkLocked(w)
+		q.running.Add(1)
+		w.state = granted
+		w.ch <- true
+	}
+}
+
+// wait queues the caller and blocks until it is granted a slot (true), its
+// wait expires (false, true) or ctx is done (false, false).
+func (q *runQueue) wait(ctx context.Context, now int64) (ok, timedOut bool) {
+	q.mu.Lock()
+	w := q.free
+	if w != nil {
+		q.free, q.nfree = w.next, q.nfree-1
+		w.next = nil
+	} else {
+		w = &waiter{ch: make(chan bool, 1)}
+	}
+	w.enq, w.state = now, waiting
+	if q.tail == nil {
+		q.head = w
+	} else {
+		q.tail.next, w.prev = w, q.tail
+	}
+	q.tail = w
+	q.waiting.Add(1)
+	q.dispatchLocked()
+	q.mu.Unlock()
+
+	select {
+	case g := <-w.ch:
+		q.recycle(w)
+		return g, !g
+	case <-ctx.Done():
+	}
+	q.mu.Lock()
+	switch w.state {
+	case waiting:
+		q.unlinkLocked(w)
+		q.recycleLocked(w)
+		q.mu.Unlock()
+		return false, false
+	case granted: // granted as ctx ended: give the slot back
+		<-w.ch
+		q.recycleLocked(w)
+		q.mu.Unlock()
+		q.release()
+		return false, false
+	default: // expired
+		<-w.ch
+		q.recycleLocked(w)
+		q.mu.Unlock()
+		return false, true
+	}
+}
+
+// expire ends the waits that began before cutoff (unix ns), oldest first,
+// and grants slots the bound allows (after a limit change).
+func (q *runQueue) expire(cutoff int64) {
+	if q.waiting.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	for q.head != nil && q.head.enq < cutoff {
+		w := q.head
+		q.unlinkLocked(w)
+		w.state = expired
+		w.ch <- false
+	}
+	q.dispatchLocked()
+	q.mu.Unlock()
+}
+
+func (q *runQueue) unlinkLocked(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.next, w.prev = nil, nil
+	q.waiting.Add(-1)
+}
+
+func (q *runQueue) recycle(w *waiter) {
+	q.mu.Lock()
+	q.recycleLocked(w)
+	q.mu.Unlock()
+}
+
+// recycleLocked keeps w for reuse (at most maxFreeWaiters are kept).
+func (q *runQueue) recycleLocked(w *waiter) {
+	if q.nfree >= maxFreeWaiters {
+		return
+	}
+	w.next, w.prev = q.free, nil
+	q.free, q.nfree = w, q.nfree+1
+}
+
+const maxFreeWaiters = 64

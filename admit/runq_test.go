@@ -1,0 +1,349 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee"
+)
+
+func newRunQueue(limit int64) *runQueue {
+	q := &runQueue{}
+	q.init()
+	q.limit.Store(limit)
+	return q
+}
+
+// waitAsync queues a waiter in its own goroutine and returns a channel with
+// its result, once it is queued.
+func waitAsync(t *testing.T, q *runQueue, ctx context.Context) <-chan [2]bool {
+	t.Helper()
+	before := q.waiting.Load()
+	out := make(chan [2]bool, 1)
+	go func() {
+		ok, timedOut := q.wait(ctx, time.Now().UnixNano())
+		out <- [2]bool{ok, timedOut}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for q.waiting.Load() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("waiter never queued")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return out
+}
+
+func TestRunQueueFIFO(t *testing.T) {
+	q := newRunQueue(1)
+	if !q.tryFast() {
+		t.Fatal("first request did not get the free slot")
+	}
+	if q.tryFast() {
+		t.Fatal("second request got a slot over the bound of 1")
+	}
+	var outs []<-chan [2]bool
+	for range 3 {
+		outs = append(outs, waitAsync(t, q, context.Background()))
+	}
+	for i, out := range outs {
+		select {
+		case r := <-out:
+			t.Fatalf("waiter %d finished (%v) before any release", i, r)
+		default:
+		}
+		q.release()
+		r := <-out
+		if !r[0] {
+			t.Fatalf("waiter %d: %v, want granted", i, r)
+		}
+		for j := i + 1; j < len(outs); j++ {
+			select {
+			case r := <-outs[j]:
+				t.Fatalf("waiter %d granted (%v) before waiter %d's turn", j, r, i)
+			default:
+			}
+		}
+	}
+	q.release()
+	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
+		t.Errorf("after all releases: running %d, waiting %d, want 0, 0", r, w)
+	}
+}
+
+func TestRunQueueCallerGone(t *testing.T) {
+	q := newRunQueue(1)
+	q.tryFast()
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := waitAsync(t, q, ctx)
+	next := waitAsync(t, q, context.Background())
+	cancel()
+	if r := <-gone; r != [2]bool{false, false} {
+		t.Fatalf("cancelled waiter: %v, want not granted, not expired", r)
+	}
+	q.release()
+	if r := <-next; !r[0] {
+		t.Fatalf("the waiter behind a cancelled one: %v, want granted", r)
+	}
+	q.release()
+	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
+		t.Errorf("running %d, waiting %d, want 0, 0", r, w)
+	}
+}
+
+func TestRunQueueExpire(t *testing.T) {
+	q := newRunQueue(1)
+	q.tryFast()
+	out := waitAsync(t, q, context.Background())
+	q.expire(time.Now().Add(-time.Hour).UnixNano()) // nothing that old
+	select {
+	case r := <-out:
+		t.Fatalf("waiter ended (%v) by an expiry that did not concern it", r)
+	case <-time.After(10 * time.Millisecond):
+	}
+	q.expire(time.Now().Add(time.Second).UnixNano())
+	if r := <-out; r != [2]bool{false, true} {
+		t.Fatalf("expired waiter: %v, want not granted, expired", r)
+	}
+	q.release()
+	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
+		t.Errorf("running %d, waiting %d, want 0, 0", r, w)
+	}
+}
+
+func TestRunQueueRaisedLimitGrants(t *testing.T) {
+	q := newRunQueue(1)
+	q.tryFast()
+	out := waitAsync(t, q, context.Background())
+	q.limit.Store(2)
+	q.expire(0) // what Step does after publishing a limit
+	if r := <-out; !r[0] {
+		t.Fatalf("waiter after the bound was raised: %v, want granted", r)
+	}
+}
+
+// TestRunQueueStress: many goroutines through a small bound, with
+// cancellations and expiries: the bound holds, every request ends, nothing
+// is left running or waiting (run with -race).
+func TestRunQueueStress(t *testing.T) {
+	const workers, rounds, bound = 16, 300, 3
+	q := newRunQueue(bound)
+	var cur, peak atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	go func() { // the Step's expiry, now and then
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				q.expire(time.Now().Add(-20 * time.Millisecond).UnixNano())
+			}
+		}
+	}()
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				ok := q.tryFast()
+				if !ok {
+					ctx := context.Background()
+					var cancel context.CancelFunc = func() {}
+					if (w+i)%5 == 0 {
+						ctx, cancel = context.WithTimeout(ctx, 50*time.Microsecond)
+					}
+					ok, _ = q.wait(ctx, time.Now().UnixNano())
+					cancel()
+				}
+				if !ok {
+					continue
+				}
+				n := cur.Add(1)
+				for {
+					p := peak.Load()
+					if n <= p || peak.CompareAndSwap(p, n) {
+						break
+					}
+				}
+				time.Sleep(20 * time.Microsecond)
+				cur.Add(-1)
+				q.release()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("stuck: running %d, waiting %d", q.running.Load(), q.waiting.Load())
+	}
+	close(stop)
+	if p := peak.Load(); p > bound {
+		t.Errorf("%d requests ran at once, bound %d", p, bound)
+	}
+	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
+		t.Errorf("after the stress: running %d, waiting %d, want 0, 0", r, w)
+	}
+}
+
+// holdTickets admits n tickets and holds their run slots.
+func holdTickets(t *testing.T, c *Controller, n int) []Ticket {
+	t.Helper()
+	ts := make([]Ticket, n)
+	for i := range ts {
+		var err error
+		ts[i], err = c.Admit(context.Background())
+		if err == nil {
+			err = ts[i].Wait(context.Background())
+		}
+		if err != nil {
+			t.Fatalf("ticket %d: %v", i, err)
+		}
+	}
+	return ts
+}
+
+type constSignal struct{ v, target float64 }
+
+func (s *constSignal) Name() string     { return "cpu" }
+func (s *constSignal) Value() float64   { return s.v }
+func (s *constSignal) Target() float64  { return s.target }
+func (c *Controller) runBound() float64 { return float64(c.runq.limit.Load()) }
+
+// TestRunLimitLearned: the bound is twice what runs at once while healthy,
+// scaled to the load at target, and never below the floor.
+func TestRunLimitLearned(t *testing.T) {
+	sig := &constSignal{v: 0.4, target: 0.8} // load 0.5
+	c := New(WithSignals(sig))
+	t0 := time.Unix(1_700_000_000, 0)
+	if b := c.runBound(); b != math.MaxInt64 {
+		t.Fatalf("bound before anything was learned: %v, want none", b)
+	}
+	ts := holdTickets(t, c, 20)
+	for i := range 200 { // 10 s: the 2 s smoothing has converged
+		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
+	}
+	// 20 running at load 0.5 → 40 at target → bound 80.
+	if b := c.runBound(); b < 76 || b > 84 {
+		t.Errorf("bound %v with 20 running at load 0.5, want ≈ 80", b)
+	}
+	for i := range ts {
+		ts[i].Done(nil)
+	}
+	for i := 200; i < 400; i++ {
+		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
+	}
+	if b, floor := c.runBound(), c.runFloor; b != floor {
+		t.Errorf("bound %v with nothing running, want the floor %v", b, floor)
+	}
+}
+
+// TestRunLimitGrowsWithRoom: requests waiting while the signals have room
+// mean the bound, not the server, is the bottleneck (a slower dependency
+// needs more requests in flight): it grows by a quarter a period.
+func TestRunLimitGrowsWithRoom(t *testing.T) {
+	sig := &constSignal{v: 0.4, target: 0.8}
+	c := New(WithSignals(sig), WithRunQueue(time.Hour))
+	t0 := time.Unix(1_700_000_000, 0)
+	ts := holdTickets(t, c, 2)
+	for i := range 100 {
+		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
+	}
+	bound := int(c.runBound())
+	ts = append(ts, holdTickets(t, c, bound-len(ts))...)
+	extra, err := c.Admit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- extra.Wait(context.Background()) }()
+	for c.runq.waiting.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	c.Step(t0.Add(100 * c.cfg.period))
+	if err := <-got; err != nil {
+		t.Fatalf("waiter after the bound grew: %v", err)
+	}
+	if b := int(c.runBound()); b <= bound {
+		t.Errorf("bound %d after a period with a waiter and load 0.5, want above %d", b, bound)
+	}
+	extra.Done(nil)
+	for i := range ts {
+		ts[i].Done(nil)
+	}
+}
+
+func TestTicketWaitRejections(t *testing.T) {
+	c := New(WithRunQueue(time.Second))
+	c.runq.limit.Store(1)
+	held := holdTickets(t, c, 1)
+
+	// Caller gone while waiting: Deadline, counted.
+	tk, _ := c.Admit(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := tk.Wait(ctx)
+	var rej *levee.RejectedError
+	if !errors.As(err, &rej) || rej.Reason != levee.Deadline {
+		t.Fatalf("waiter whose deadline passed: %v, want a Deadline rejection", err)
+	}
+	tk.Done(nil) // no-op
+	if s := c.Snapshot(); s.Rejected[levee.Critical][levee.Deadline] != 1 {
+		t.Errorf("deadline rejections counted %d, want 1", s.Rejected[levee.Critical][levee.Deadline])
+	}
+
+	// Waited longer than the run queue allows: Overloaded.
+	tk2, _ := c.Admit(levee.WithCriticality(context.Background(), levee.Sheddable))
+	got := make(chan error, 1)
+	go func() { got <- tk2.Wait(context.Background()) }()
+	for c.runq.waiting.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	c.Step(time.Now().Add(2 * time.Second))
+	err = <-got
+	if !errors.As(err, &rej) || rej.Reason != levee.Overloaded {
+		t.Fatalf("waiter past the longest wait: %v, want an Overloaded rejection", err)
+	}
+	if s := c.Snapshot(); s.Rejected[levee.Sheddable][levee.Overloaded] != 1 {
+		t.Errorf("overload rejections counted %d, want 1", s.Rejected[levee.Sheddable][levee.Overloaded])
+	}
+	held[0].Done(nil)
+	held[0].Done(nil) // idempotent: the slot is freed once
+	if r := c.runq.running.Load(); r != 0 {
+		t.Errorf("running %d after every ticket is done, want 0", r)
+	}
+}
+
+func TestWaitFastPathDoesNotAllocate(t *testing.T) {
+	c := New(WithRunQueue(time.Second))
+	c.runq.limit.Store(4) // bounded, with room
+	ctx := levee.WithCall(context.Background(), levee.Call{Criticality: levee.Critical, Tenant: "t"})
+	got := testing.AllocsPerRun(1000, func() {
+		tk, err := c.Admit(ctx)
+		if err == nil {
+			err = tk.Wait(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Done(nil)
+	})
+	if got != 0 {
+		t.Errorf("%v allocs per Admit+Wait+Done under a bound, want 0", got)
+	}
+}
+
+func TestRunQueueOff(t *testing.T) {
+	c := New(WithRunQueue(0))
+	c.runq.limit.Store(0) // would block everything if it applied
+	tk, _ := c.Admit(context.Background())
+	if err := tk.Wait(context.Background()); err != nil {
+		t.Fatalf("Wait with the run queue off: %v", err)
+	}
+	tk.Done(nil)
+}
