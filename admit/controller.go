@@ -143,7 +143,7 @@ type Controller struct {
 	lastLoad    float64                 // the previous reading
 	rateHist    [lagPeriods + 1]float64 // admitted rate, last periods
 	ratePos     int
-	flood       bool // the last Step saw a flood in the arrivals
+	flood       bool    // the last Step saw a flood in the arrivals
 	runMean     float64 // requests running at once while healthy, scaled to load 1
 	runLimit    float64 // the run queue's bound; 0 = none yet
 	runFloor    float64
