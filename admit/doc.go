@@ -20,12 +20,16 @@
 //     large share of the traffic).
 //   - An accept path cheaper than one time.Now(): no lock, no allocation, no
 //     system call.
+//   - Run admitted work in order, a bounded number at once: the excess
+//     waits parked in the run queue (Ticket.Wait), not in the Go run queue
+//     where every runnable handler shares the CPU.
 //
 // # Non-goals
 //
-// Queueing or reordering requests (admit answers at once, yes or no);
-// distributed or fleet-wide quotas; deciding what a degraded answer is (the
-// handler reads the level and decides); load balancing.
+// Buffering load: Admit answers at once, and the run queue holds only what
+// was admitted, for at most 500 ms (WithRunQueue); distributed or
+// fleet-wide quotas; deciding what a degraded answer is (the handler reads
+// the level and decides); load balancing.
 //
 // # The model in a few lines
 //
@@ -44,6 +48,8 @@
 //	  a drain the signal does not confirm within its lag ends; once the signal
 //	        has read below half its target for longer than its lag, A rises
 //	        up to 1.5× a period instead of 1.1×
+//	  run queue bound B = max(2 × running-at-once ÷ load, learned while healthy;
+//	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8
 //	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
 //	        the partly shed rank as a per-period count for unlisted tenants;
 //	        a boundary with every lower level shed is held while what is left
@@ -63,10 +69,16 @@
 // request in 8 or fewer into a lock-free ring for tenant accounting, and
 // applies the plan: a counter-based (Weyl sequence) fraction per rank and
 // listed tenant, and for the partly shed rank a per-period count, so that
-// admissions follow the aim whatever the arrivals do inside a period. Step drains the ring into a bounded heavy-hitter table
+// admissions follow the aim whatever the arrivals do inside a period.
+// Ticket.Wait then takes a run slot (two atomic operations while one is
+// free and nobody waits) or queues the request, in arrival order, until a
+// Done frees one, its caller goes away, or it has waited too long; a
+// request that waited is checked against its deadline again before it
+// starts. Step drains the ring into a bounded heavy-hitter table
 // with a HyperLogLog count of active tenants (internal/fairq), reads the
 // signals and counters, steps the degradation controller, runs the control
-// law and publishes the next plan. Snapshot, the observer and the logger
+// law, publishes the next plan and the run queue's bound, and expires the
+// waits that are too long. Snapshot, the observer and the logger
 // report state changes; nothing is logged per request.
 //
 // Time is a parameter everywhere: AdmitAt, Ticket.DoneAt and Step take the

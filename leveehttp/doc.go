@@ -42,6 +42,11 @@
 // the caller's budget counts from its arrival and WithQueueDelay (for
 // pressure.QueueDelay) sees the wait; see Listener for its limits.
 //
+// An admitted request then waits in the controller's run queue
+// (admit.Ticket.Wait, admit.WithRunQueue) while the requests already
+// running fill its bound: parked, in arrival order, leaving as soon as its
+// caller goes away, and checked against its deadline before next runs.
+//
 // Rejections are written before next runs and before the body is read:
 //
 //	reason      status  headers
