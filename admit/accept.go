@@ -194,15 +194,20 @@ func (t *Ticket) DegradeLevel() degrade.Level { return degrade.Level(int8(uint8(
 // when it waited longer than the run queue allows. The rejection is
 // counted like one from Admit; call Done anyway or not, it is a no-op.
 //
-// The common case (nobody waiting, a slot free) is two atomic operations
-// and no allocation. Without WithRunQueue, or on a virtual-time Ticket
-// (AdmitAt), Wait returns nil at once.
+// While the server is not busy Wait is one atomic load; otherwise the
+// common case (nobody waiting, a slot free) is two atomic additions (one
+// here, one in Done). It does not allocate unless it must wait. With the
+// run queue off (WithRunQueue(0)), or for a ticket whose controller is
+// only stepped on virtual time, Wait returns nil at once.
 func (t *Ticket) Wait(ctx context.Context) error {
 	c := t.c
 	if c == nil || t.flags&(ticketDone|ticketSlot) != 0 || c.cfg.runWait <= 0 {
 		return nil
 	}
 	q := &c.runq
+	if !q.on() {
+		return nil
+	}
 	if q.tryFast() {
 		t.flags |= ticketSlot
 		return nil

@@ -135,10 +135,12 @@ const DefaultRunWait = 500 * time.Millisecond
 // (Ticket.Wait) before it is rejected as Overloaded; d ≤ 0 turns the run
 // queue off, and Wait then never waits. Default DefaultRunWait.
 //
-// The run queue bounds how many admitted requests run at once. The bound
-// is learned while the server is healthy (signals below target, nothing
-// shed): twice the number of requests that run at once, scaled to the
-// signal at its target, and never below 2×GOMAXPROCS or 4. It grows by a
+// The run queue bounds how many admitted requests run at once while the
+// server is busy (a signal at half its target or more, or shedding, or
+// degraded); below that it is off and Wait costs one atomic load. The
+// bound is learned while the server is busy but healthy (below target,
+// nothing shed): twice the number of requests that run at once, scaled to
+// the signal at its target, and never below 2×GOMAXPROCS or 4. It grows by a
 // quarter each period in which requests wait while the signals read below
 // 0.8 of target (a slower dependency needs more requests in flight, not
 // fewer). A CPU-bound handler longer than Go's 10 ms time slice is where

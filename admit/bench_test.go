@@ -64,41 +64,42 @@ func overloaded(tb testing.TB) *admit.Controller {
 	return ctl
 }
 
+// BenchmarkAdmit: Admit, Ticket.Wait and Ticket.Done, as the adapters call
+// them. "accept" is a server below half its targets (the run queue off);
+// "accept-busy" one at 0.9 of its targets (not shedding; the run queue
+// counts its slots).
 func BenchmarkAdmit(b *testing.B) {
-	b.Run("accept", func(b *testing.B) {
-		ctl := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+	accept := func(b *testing.B, load float64, parallel bool) {
+		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)))
 		ctl.Step(time.Now())
 		ctx := acceptCtx(b, levee.Critical)
-		b.ReportAllocs()
-		for b.Loop() {
+		one := func() {
 			t, err := ctl.Admit(ctx)
 			if err == nil {
 				err = t.Wait(ctx)
 			}
 			if err != nil {
-				b.Fatal(err)
+				panic(err)
 			}
 			t.Done(nil)
 		}
-	})
-	b.Run("accept-parallel", func(b *testing.B) {
-		ctl := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
-		ctl.Step(time.Now())
-		ctx := acceptCtx(b, levee.Critical)
 		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				t, err := ctl.Admit(ctx)
-				if err == nil {
-					err = t.Wait(ctx)
+		if parallel {
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					one()
 				}
-				if err != nil {
-					b.Fatal(err)
-				}
-				t.Done(nil)
-			}
-		})
-	})
+			})
+			return
+		}
+		for b.Loop() {
+			one()
+		}
+	}
+	b.Run("accept", func(b *testing.B) { accept(b, 0.3, false) })
+	b.Run("accept-parallel", func(b *testing.B) { accept(b, 0.3, true) })
+	b.Run("accept-busy", func(b *testing.B) { accept(b, 0.9, false) })
+	b.Run("accept-busy-parallel", func(b *testing.B) { accept(b, 0.9, true) })
 	b.Run("reject", func(b *testing.B) {
 		ctl := overloaded(b)
 		ctx := acceptCtx(b, levee.Sheddable)
@@ -125,6 +126,8 @@ func BenchmarkTimeNow(b *testing.B) {
 func TestAdmitDoesNotAllocate(t *testing.T) {
 	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
 	accept.Step(time.Now())
+	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)))
+	busy.Step(time.Now())
 	shed := overloaded(t)
 	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }))
 	tests := []struct {
@@ -134,6 +137,7 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		ok   bool
 	}{
 		{"accept", accept, levee.Critical, true},
+		{"accept, busy (run queue counting)", busy, levee.Critical, true},
 		{"accept with route", route, levee.CriticalPlus, true},
 		{"reject", shed, levee.Sheddable, false},
 	}

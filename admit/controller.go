@@ -513,7 +513,7 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 	}
 
-	c.stepRunQueue(now, load)
+	c.stepRunQueue(now, load, level > 0 || flood)
 
 	// Map the shed rate onto tenants and the ladder.
 	capacity := c.capEst
@@ -807,19 +807,23 @@ const (
 	runHeadroom = 2.0             // the bound is this many times the healthy count
 	runGrow     = 1.25            // per period while requests wait and the signals have room
 	runRoom     = 0.8             // ... below this load
+	runBusy     = 0.5             // below this load (nothing shed or degraded) the queue is off
 )
 
-// stepRunQueue learns the run queue's bound, publishes it, grants the
-// slots a raised bound frees and expires waits that are too long.
-func (c *Controller) stepRunQueue(now time.Time, load float64) {
+// stepRunQueue learns the run queue's bound, publishes it (or turns the
+// queue off while the server is not busy), grants the slots a raised bound
+// frees and expires waits that are too long.
+func (c *Controller) stepRunQueue(now time.Time, load float64, alarmed bool) {
 	if c.cfg.runWait <= 0 {
 		return
 	}
 	q := &c.runq
+	counting := q.on()
 	running := float64(q.running.Load())
-	if !c.shedding && c.prevLevel == 0 && load > 0.2 && load <= 1 {
-		// Healthy: what runs at once now, scaled to the load at target.
-		est := running / max(load, minLoad)
+	if counting && !c.shedding && !alarmed && load >= runBusy && load <= 1 {
+		// Healthy and busy: what runs at once now, scaled to the load at
+		// target.
+		est := running / load
 		if c.runMean == 0 {
 			c.runMean = est
 		} else {
@@ -828,14 +832,24 @@ func (c *Controller) stepRunQueue(now time.Time, load float64) {
 	}
 	if c.runMean > 0 {
 		c.runLimit = max(c.runLimit, runHeadroom*c.runMean, c.runFloor)
-		if !(q.waiting.Load() > 0 && !c.shedding && load < runRoom) {
-			// Back towards the learned bound when nothing calls for more.
-			c.runLimit = max(runHeadroom*c.runMean, c.runFloor, c.runLimit*0.95)
-		} else {
+		if q.waiting.Load() > 0 && !c.shedding && load < runRoom {
+			// Requests wait while the signals have room: the bound, not
+			// the server, is short (a slower dependency needs more
+			// requests in flight, not fewer).
 			c.runLimit *= runGrow
 			c.runMean = max(c.runMean, c.runLimit/runHeadroom)
+		} else {
+			// Back towards the learned bound.
+			c.runLimit = max(runHeadroom*c.runMean, c.runFloor, c.runLimit*0.95)
 		}
+	}
+	switch {
+	case !(c.shedding || alarmed || load >= runBusy):
+		q.limit.Store(runOff)
+	case c.runMean > 0:
 		q.limit.Store(int64(math.Ceil(c.runLimit)))
+	default:
+		q.limit.Store(runCount)
 	}
 	q.expire(now.UnixNano() - int64(c.cfg.runWait))
 }

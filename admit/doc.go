@@ -48,7 +48,8 @@
 //	  a drain the signal does not confirm within its lag ends; once the signal
 //	        has read below half its target for longer than its lag, A rises
 //	        up to 1.5× a period instead of 1.1×
-//	  run queue bound B = max(2 × running-at-once ÷ load, learned while healthy;
+//	  run queue (off below load 0.5 with nothing shed or degraded): bound
+//	        B = max(2 × running-at-once ÷ load, learned while healthy and busy;
 //	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8
 //	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
 //	        the partly shed rank as a per-period count for unlisted tenants;

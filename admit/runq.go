@@ -20,14 +20,16 @@ import (
 // costs no CPU, runs in order, leaves when its caller goes away, and is
 // checked against its deadline before it starts.
 //
-// The fast path (no waiter, a free slot) is two atomic operations; only
-// a request that must wait, and the release that hands it a slot, take the
-// mutex.
+// While the server is not busy (the signals below half their targets,
+// nothing shed or degraded) the queue is off: Wait and Done cost one
+// atomic load. Otherwise the fast path (no waiter, a free slot) is two
+// atomic additions; only a request that must wait, and the release that
+// hands it a slot, take the mutex.
 type runQueue struct {
 	running atomic.Int64 // tickets holding a slot
 	_       [56]byte
 	waiting atomic.Int64 // waiters queued
-	limit   atomic.Int64 // math.MaxInt64: unbounded
+	limit   atomic.Int64 // the bound, or runOff, runCount
 	_       [48]byte
 
 	mu         sync.Mutex
@@ -51,7 +53,19 @@ const (
 	expired
 )
 
-func (q *runQueue) init() { q.limit.Store(math.MaxInt64) }
+// Values of runQueue.limit besides a bound.
+const (
+	// runOff: the server is not busy; requests take no slot and are not
+	// counted (the accept path then pays nothing for the run queue).
+	runOff = math.MaxInt64
+	// runCount: busy, nothing learned yet: slots are counted, not bounded.
+	runCount = math.MaxInt64 - 1
+)
+
+func (q *runQueue) init() { q.limit.Store(runOff) }
+
+// on reports whether requests take slots.
+func (q *runQueue) on() bool { return q.limit.Load() != runOff }
 
 // tryFast takes a slot if nobody waits and one is free.
 func (q *runQueue) tryFast() bool {

@@ -3,7 +3,6 @@ package admit
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -218,24 +217,28 @@ func (c *Controller) runBound() float64 { return float64(c.runq.limit.Load()) }
 // TestRunLimitLearned: the bound is twice what runs at once while healthy,
 // scaled to the load at target, and never below the floor.
 func TestRunLimitLearned(t *testing.T) {
-	sig := &constSignal{v: 0.4, target: 0.8} // load 0.5
+	sig := &constSignal{v: 0.48, target: 0.8} // load 0.6: busy, healthy
 	c := New(WithSignals(sig))
 	t0 := time.Unix(1_700_000_000, 0)
-	if b := c.runBound(); b != math.MaxInt64 {
-		t.Fatalf("bound before anything was learned: %v, want none", b)
+	if c.runq.on() {
+		t.Fatal("run queue on before the first Step")
+	}
+	c.Step(t0)
+	if b := c.runBound(); b != runCount {
+		t.Fatalf("bound before anything was learned: %v, want counting without a bound", b)
 	}
 	ts := holdTickets(t, c, 20)
-	for i := range 200 { // 10 s: the 2 s smoothing has converged
+	for i := 1; i <= 200; i++ { // 10 s: the 2 s smoothing has converged
 		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
 	}
-	// 20 running at load 0.5 → 40 at target → bound 80.
-	if b := c.runBound(); b < 76 || b > 84 {
-		t.Errorf("bound %v with 20 running at load 0.5, want ≈ 80", b)
+	// 20 running at load 0.6 → 33 at target → bound 67.
+	if b := c.runBound(); b < 64 || b > 70 {
+		t.Errorf("bound %v with 20 running at load 0.6, want ≈ 67", b)
 	}
 	for i := range ts {
 		ts[i].Done(nil)
 	}
-	for i := 200; i < 400; i++ {
+	for i := 201; i <= 400; i++ {
 		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
 	}
 	if b, floor := c.runBound(), c.runFloor; b != floor {
@@ -243,18 +246,51 @@ func TestRunLimitLearned(t *testing.T) {
 	}
 }
 
+// TestRunQueueOffWhenIdle: below half the targets, with nothing shed, the
+// run queue is off: a ticket takes no slot and nothing is counted.
+func TestRunQueueOffWhenIdle(t *testing.T) {
+	sig := &constSignal{v: 0.48, target: 0.8}
+	c := New(WithSignals(sig))
+	t0 := time.Unix(1_700_000_000, 0)
+	c.Step(t0)
+	busy := holdTickets(t, c, 3)
+	if r := c.runq.running.Load(); r != 3 {
+		t.Fatalf("busy: %d slots held by 3 tickets, want 3", r)
+	}
+	sig.v = 0.2 // load 0.25
+	c.Step(t0.Add(c.cfg.period))
+	if c.runq.on() {
+		t.Fatal("run queue on at load 0.25")
+	}
+	idle := holdTickets(t, c, 3)
+	if r := c.runq.running.Load(); r != 3 {
+		t.Errorf("idle: %d slots held, want still the 3 busy ones", r)
+	}
+	for i := range busy {
+		busy[i].Done(nil)
+		idle[i].Done(nil)
+	}
+	if r := c.runq.running.Load(); r != 0 {
+		t.Errorf("%d slots held after every ticket is done, want 0", r)
+	}
+}
+
 // TestRunLimitGrowsWithRoom: requests waiting while the signals have room
 // mean the bound, not the server, is the bottleneck (a slower dependency
 // needs more requests in flight): it grows by a quarter a period.
 func TestRunLimitGrowsWithRoom(t *testing.T) {
-	sig := &constSignal{v: 0.4, target: 0.8}
+	sig := &constSignal{v: 0.48, target: 0.8} // load 0.6 < 0.8
 	c := New(WithSignals(sig), WithRunQueue(time.Hour))
 	t0 := time.Unix(1_700_000_000, 0)
+	c.Step(t0)
 	ts := holdTickets(t, c, 2)
-	for i := range 100 {
+	for i := 1; i <= 100; i++ {
 		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
 	}
 	bound := int(c.runBound())
+	if bound < 4 || bound > 10 {
+		t.Fatalf("bound %d with 2 running at load 0.6, want ≈ 7", bound)
+	}
 	ts = append(ts, holdTickets(t, c, bound-len(ts))...)
 	extra, err := c.Admit(context.Background())
 	if err != nil {
@@ -265,12 +301,12 @@ func TestRunLimitGrowsWithRoom(t *testing.T) {
 	for c.runq.waiting.Load() == 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
-	c.Step(t0.Add(100 * c.cfg.period))
+	c.Step(t0.Add(101 * c.cfg.period))
 	if err := <-got; err != nil {
 		t.Fatalf("waiter after the bound grew: %v", err)
 	}
 	if b := int(c.runBound()); b <= bound {
-		t.Errorf("bound %d after a period with a waiter and load 0.5, want above %d", b, bound)
+		t.Errorf("bound %d after a period with a waiter and load 0.6, want above %d", b, bound)
 	}
 	extra.Done(nil)
 	for i := range ts {

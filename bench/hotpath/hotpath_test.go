@@ -67,7 +67,8 @@ func BenchmarkTimeNow(b *testing.B) {
 	sink.Add(uint64(n))
 }
 
-// BenchmarkAdmission: one admission decision plus its completion report.
+// BenchmarkAdmission: one admission decision, its run-queue slot and its
+// completion report.
 func BenchmarkAdmission(b *testing.B) {
 	b.Run("levee/accept", func(b *testing.B) {
 		ctl := runningController(b)
@@ -76,6 +77,9 @@ func BenchmarkAdmission(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			t, err := ctl.Admit(ctx)
+			if err == nil {
+				err = t.Wait(ctx) // the run queue, as leveehttp does
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -90,6 +94,46 @@ func BenchmarkAdmission(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				t, err := ctl.Admit(ctx)
+				if err == nil {
+					err = t.Wait(ctx)
+				}
+				if err != nil {
+					panic(err)
+				}
+				t.Done(nil)
+			}
+		})
+	})
+	// A busy server (0.9 of its target, not shedding): the run queue
+	// counts its slots (two atomic additions); "accept" above is one below
+	// half its target, where the run queue is off.
+	b.Run("levee/accept-busy", func(b *testing.B) {
+		ctl := runningControllerAt(b, 0.72)
+		ctx := requestCtx(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t, err := ctl.Admit(ctx)
+			if err == nil {
+				err = t.Wait(ctx)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Done(nil)
+		}
+	})
+	b.Run("levee/accept-busy-parallel", func(b *testing.B) {
+		ctl := runningControllerAt(b, 0.72)
+		ctx := requestCtx(b)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				t, err := ctl.Admit(ctx)
+				if err == nil {
+					err = t.Wait(ctx)
+				}
 				if err != nil {
 					panic(err)
 				}
@@ -249,8 +293,12 @@ func BenchmarkAdmission(b *testing.B) {
 // runningController returns a controller as a server runs it: with Run
 // refreshing the coarse clock that Admit reads instead of calling
 // time.Now (without Run, every Admit calls time.Now).
-func runningController(b *testing.B) *admit.Controller {
-	ctl := admit.New(admit.WithSignals(newGauge(0.3, 0.8)))
+func runningController(b *testing.B) *admit.Controller { return runningControllerAt(b, 0.3) }
+
+// runningControllerAt is runningController with its signal at v (target
+// 0.8).
+func runningControllerAt(b *testing.B, v float64) *admit.Controller {
+	ctl := admit.New(admit.WithSignals(newGauge(v, 0.8)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { ctl.Run(ctx); close(done) }()
