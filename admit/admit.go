@@ -224,6 +224,10 @@ type Snapshot struct {
 	CallerGone uint64
 	// Routes is the number of routes whose service time is being learned.
 	Routes int
+	// Running and Waiting are the requests holding a run-queue slot and
+	// waiting for one, read now; RunBound is the bound in force at the
+	// last Step (0: the run queue is off or has not learned a bound).
+	Running, Waiting, RunBound int
 }
 
 // EventKind says what changed.

@@ -513,7 +513,7 @@ func (c *Controller) step(now time.Time) []Event {
 		}
 	}
 
-	c.stepRunQueue(now, load, level > 0 || flood)
+	c.stepRunQueue(now, load, level > 0, flood)
 
 	// Map the shed rate onto tenants and the ladder.
 	capacity := c.capEst
@@ -770,6 +770,10 @@ func (c *Controller) snapshotLocked() Snapshot {
 	}
 	s.DownstreamOverloaded = c.downstream.Load()
 	s.CallerGone = c.gone.Load()
+	s.Running, s.Waiting = int(c.runq.running.Load()), int(c.runq.waiting.Load())
+	if b := c.runq.limit.Load(); b < runCount {
+		s.RunBound = int(b)
+	}
 	return s
 }
 
@@ -813,15 +817,16 @@ const (
 // stepRunQueue learns the run queue's bound, publishes it (or turns the
 // queue off while the server is not busy), grants the slots a raised bound
 // frees and expires waits that are too long.
-func (c *Controller) stepRunQueue(now time.Time, load float64, alarmed bool) {
+func (c *Controller) stepRunQueue(now time.Time, load float64, degraded, flood bool) {
 	if c.cfg.runWait <= 0 {
 		return
 	}
 	q := &c.runq
 	counting := q.on()
 	running := float64(q.running.Load())
-	if counting && !c.shedding && !alarmed && load >= runBusy && load <= 1 {
-		// Healthy and busy: what runs at once now, scaled to the load at
+	if counting && !c.shedding && !flood && load >= runBusy && load <= 1 {
+		// Busy but not overloaded (degraded is fine: the level rises
+		// below target): what runs at once now, scaled to the load at
 		// target.
 		est := running / load
 		if c.runMean == 0 {
@@ -844,7 +849,7 @@ func (c *Controller) stepRunQueue(now time.Time, load float64, alarmed bool) {
 		}
 	}
 	switch {
-	case !(c.shedding || alarmed || load >= runBusy):
+	case !(c.shedding || degraded || flood || load >= runBusy):
 		q.limit.Store(runOff)
 	case c.runMean > 0:
 		q.limit.Store(int64(math.Ceil(c.runLimit)))

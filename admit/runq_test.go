@@ -214,35 +214,41 @@ func (s *constSignal) Value() float64   { return s.v }
 func (s *constSignal) Target() float64  { return s.target }
 func (c *Controller) runBound() float64 { return float64(c.runq.limit.Load()) }
 
-// TestRunLimitLearned: the bound is twice what runs at once while healthy,
+// TestRunLimitLearned: the bound is twice what runs at once while busy but
+// not overloaded (degraded included: the level rises below target),
 // scaled to the load at target, and never below the floor.
 func TestRunLimitLearned(t *testing.T) {
-	sig := &constSignal{v: 0.48, target: 0.8} // load 0.6: busy, healthy
-	c := New(WithSignals(sig))
-	t0 := time.Unix(1_700_000_000, 0)
-	if c.runq.on() {
-		t.Fatal("run queue on before the first Step")
-	}
-	c.Step(t0)
-	if b := c.runBound(); b != runCount {
-		t.Fatalf("bound before anything was learned: %v, want counting without a bound", b)
-	}
-	ts := holdTickets(t, c, 20)
-	for i := 1; i <= 200; i++ { // 10 s: the 2 s smoothing has converged
-		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
-	}
-	// 20 running at load 0.6 → 33 at target → bound 67.
-	if b := c.runBound(); b < 64 || b > 70 {
-		t.Errorf("bound %v with 20 running at load 0.6, want ≈ 67", b)
-	}
-	for i := range ts {
-		ts[i].Done(nil)
-	}
-	for i := 201; i <= 400; i++ {
-		c.Step(t0.Add(time.Duration(i) * c.cfg.period))
-	}
-	if b, floor := c.runBound(), c.runFloor; b != floor {
-		t.Errorf("bound %v with nothing running, want the floor %v", b, floor)
+	for _, load := range []float64{0.6, 0.9} {
+		sig := &constSignal{v: 0.8 * load, target: 0.8}
+		c := New(WithSignals(sig))
+		t0 := time.Unix(1_700_000_000, 0)
+		if c.runq.on() {
+			t.Fatal("run queue on before the first Step")
+		}
+		c.Step(t0)
+		if b := c.runBound(); b != runCount {
+			t.Fatalf("load %v: bound before anything was learned: %v, want counting without a bound", load, b)
+		}
+		ts := holdTickets(t, c, 20)
+		for i := 1; i <= 200; i++ { // 10 s: the 2 s smoothing has converged
+			c.Step(t0.Add(time.Duration(i) * c.cfg.period))
+		}
+		if load == 0.9 && c.Degrade().Level() == 0 {
+			t.Fatalf("load 0.9: degradation level 0; the case needs it up")
+		}
+		want := 2 * 20 / load
+		if b := c.runBound(); b < want-3 || b > want+3 {
+			t.Errorf("load %v: bound %v with 20 running, want ≈ %.0f", load, b, want)
+		}
+		for i := range ts {
+			ts[i].Done(nil)
+		}
+		for i := 201; i <= 400; i++ {
+			c.Step(t0.Add(time.Duration(i) * c.cfg.period))
+		}
+		if b, floor := c.runBound(), c.runFloor; b != floor {
+			t.Errorf("load %v: bound %v with nothing running, want the floor %v", load, b, floor)
+		}
 	}
 }
 

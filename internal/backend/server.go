@@ -61,6 +61,8 @@ type Server struct {
 	loads  []float64 // max load per Stats bucket
 	admitF []float64 // min admit fraction per Stats bucket
 	capRPS []float64 // last capacity estimate per Stats bucket
+	runB   []float64 // max run-queue bound per Stats bucket
+	runW   []float64 // max run-queue waiters per Stats bucket
 	sigs   map[string][]float64
 
 	stalled, maxStall time.Duration
@@ -80,6 +82,8 @@ func New(o Options) (*Server, error) {
 		s.admitF[i] = 1
 	}
 	s.capRPS = make([]float64, len(s.Stats.buckets))
+	s.runB = make([]float64, len(s.Stats.buckets))
+	s.runW = make([]float64, len(s.Stats.buckets))
 	s.sigs = map[string][]float64{}
 	app := Handler(o.Work, s.Stats)
 	switch o.Protection {
@@ -171,6 +175,8 @@ func (s *Server) track(ctx context.Context) {
 			s.loads[i] = max(s.loads[i], snap.Load)
 			s.admitF[i] = min(s.admitF[i], snap.AdmitFraction)
 			s.capRPS[i] = snap.CapacityRPS
+			s.runB[i] = max(s.runB[i], float64(snap.RunBound))
+			s.runW[i] = max(s.runW[i], float64(snap.Waiting))
 			for _, sig := range snap.Signals {
 				v := s.sigs[sig.Name]
 				if v == nil {
@@ -217,9 +223,14 @@ type Report struct {
 	Load      []float64 `json:"load,omitempty"`
 	// AdmitFraction (minimum), CapacityRPS (the controller's estimate) and
 	// each signal's value ÷ target (maximum) per Series bucket (levee only).
-	AdmitFraction []float64            `json:"admit_fraction,omitempty"`
-	CapacityRPS   []float64            `json:"capacity_rps,omitempty"`
-	Signals       map[string][]float64 `json:"signals,omitempty"`
+	AdmitFraction []float64 `json:"admit_fraction,omitempty"`
+	CapacityRPS   []float64 `json:"capacity_rps,omitempty"`
+	// RunBound and RunWaiting are the maxima per Series bucket of the run
+	// queue's bound (0: off or not learned) and of the requests waiting in
+	// it (levee only).
+	RunBound   []float64            `json:"run_bound,omitempty"`
+	RunWaiting []float64            `json:"run_waiting,omitempty"`
+	Signals    map[string][]float64 `json:"signals,omitempty"`
 	// ShedBy charges the time spent shedding to the signal that was the
 	// furthest above its target, in seconds.
 	ShedBy map[string]float64 `json:"shed_by,omitempty"`
@@ -260,6 +271,8 @@ func (s *Server) Report() Report {
 	r.Load = append([]float64(nil), s.loads[:n]...)
 	r.AdmitFraction = append([]float64(nil), s.admitF[:n]...)
 	r.CapacityRPS = append([]float64(nil), s.capRPS[:n]...)
+	r.RunBound = append([]float64(nil), s.runB[:n]...)
+	r.RunWaiting = append([]float64(nil), s.runW[:n]...)
 	r.Signals = map[string][]float64{}
 	for k, v := range s.sigs {
 		r.Signals[k] = append([]float64(nil), v[:n]...)
