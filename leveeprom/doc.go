@@ -48,6 +48,9 @@
 //	levee_tenant_shed_requests_per_second           gauge    shed rate taken from heavy tenants
 //	levee_caller_gone_total                         counter  admitted, then the caller gave up
 //	levee_learned_routes                            gauge    routes with a learned service time
+//	levee_run_queue_running                         gauge    requests holding a run-queue slot
+//	levee_run_queue_waiting                         gauge    requests waiting for a slot
+//	levee_run_queue_bound                           gauge    requests that may run at once (0: off)
 //
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //

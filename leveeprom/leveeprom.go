@@ -52,6 +52,7 @@ type AdmitCollector struct {
 	fairShare, activeTenants         *prometheus.Desc
 	offered, tenantShed, callerGone  *prometheus.Desc
 	routes                           *prometheus.Desc
+	running, waiting, runBound       *prometheus.Desc
 }
 
 // NewAdmitCollector returns a collector for ctl; register it on your own
@@ -124,6 +125,12 @@ func newAdmitCollector(snapshot func() admit.Snapshot, opts []Option) *AdmitColl
 			"Admitted requests that finished with a context error: the caller gave up while the work ran."),
 		routes: d("levee_learned_routes",
 			"Routes whose service time the controller is learning (bounded table)."),
+		running: d("levee_run_queue_running",
+			"Admitted requests holding a run-queue slot (counted while the server is busy)."),
+		waiting: d("levee_run_queue_waiting",
+			"Admitted requests waiting in the run queue for a slot."),
+		runBound: d("levee_run_queue_bound",
+			"Requests that may run at once (0: the run queue is off or has not learned a bound)."),
 	}
 }
 
@@ -135,7 +142,7 @@ func (c *AdmitCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.signalTarget, c.signalLoad, c.capacity, c.shedSeconds,
 		c.degradedSeconds, c.retryShare, c.noRetry, c.retryAfter,
 		c.fairShare, c.activeTenants, c.offered, c.tenantShed, c.callerGone,
-		c.routes,
+		c.routes, c.running, c.waiting, c.runBound,
 	} {
 		ch <- d
 	}
@@ -185,6 +192,9 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.tenantShed, s.TenantShedRPS)
 	counter(c.callerGone, float64(s.CallerGone))
 	gauge(c.routes, float64(s.Routes))
+	gauge(c.running, float64(s.Running))
+	gauge(c.waiting, float64(s.Waiting))
+	gauge(c.runBound, float64(s.RunBound))
 }
 
 // ratio is v/t, NaN when the signal has no reading or no valid target.

@@ -89,6 +89,9 @@ func overloadSnapshot() admit.Snapshot {
 		TenantShedRPS:        120,
 		CallerGone:           3,
 		Routes:               2,
+		Running:              4,
+		Waiting:              9,
+		RunBound:             4,
 	}
 	s.Admitted[levee.CriticalPlus] = 1000
 	s.Admitted[levee.Critical] = 5000
@@ -159,8 +162,8 @@ levee_signal_target{signal="cpu"} 0.8
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4 admissions + 12 rejections + 19 single gauges/counters + 3 per signal.
-	if want := 4 + 12 + 19 + 3; n != want {
+	// 4 admissions + 12 rejections + 22 single gauges/counters + 3 per signal.
+	if want := 4 + 12 + 22 + 3; n != want {
 		t.Errorf("GatherAndCount = %d, want %d", n, want)
 	}
 }
