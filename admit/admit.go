@@ -28,6 +28,7 @@ type config struct {
 	observer func(Event)
 	logger   *slog.Logger
 	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
+	runBound int           // fixed bound; ≤ 0: learned
 }
 
 type tenantQuota struct {
@@ -150,6 +151,14 @@ const DefaultRunWait = 500 * time.Millisecond
 // order, and leaves when its caller goes away.
 func WithRunQueue(d time.Duration) Option {
 	return func(c *config) { c.runWait = d }
+}
+
+// WithRunBound fixes the run queue's bound at n requests running at once,
+// always on, instead of learning it: for a service that knows its shape,
+// such as CPU-bound handlers on GOMAXPROCS cores. n ≤ 0 restores the
+// learned bound (the default). It has no effect with WithRunQueue(0).
+func WithRunBound(n int) Option {
+	return func(c *config) { c.runBound = n }
 }
 
 // WithLogger sets the logger state changes are logged to, once each, never

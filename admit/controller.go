@@ -183,6 +183,9 @@ func New(opts ...Option) *Controller {
 		c.quotaTable[i] = levee.RejectedError{Reason: levee.Quota, RetryAfter: d}
 	}
 	c.runq.init()
+	if cfg.runWait > 0 && cfg.runBound > 0 {
+		c.runq.limit.Store(int64(cfg.runBound))
+	}
 	c.runFloor = float64(max(4, 2*runtime.GOMAXPROCS(0)))
 	c.sampleShift.Store(minSampleShift)
 	c.retryIdx = raIndex(defaultRecovery)
@@ -822,6 +825,11 @@ func (c *Controller) stepRunQueue(now time.Time, load float64, degraded, flood b
 		return
 	}
 	q := &c.runq
+	if c.cfg.runBound > 0 {
+		q.limit.Store(int64(c.cfg.runBound))
+		q.expire(now.UnixNano() - int64(c.cfg.runWait))
+		return
+	}
 	counting := q.on()
 	running := float64(q.running.Load())
 	if counting && !c.shedding && !flood && load >= runBusy && load <= 1 {

@@ -389,3 +389,27 @@ func TestRunQueueOff(t *testing.T) {
 	}
 	tk.Done(nil)
 }
+
+func TestRunBoundFixed(t *testing.T) {
+	c := New(WithRunBound(2)) // no signals: never busy, yet bounded
+	held := holdTickets(t, c, 2)
+	c.Step(time.Unix(1_700_000_000, 0))
+	if b := c.runBound(); b != 2 {
+		t.Fatalf("bound %v, want the fixed 2", b)
+	}
+	tk, _ := c.Admit(context.Background())
+	got := make(chan error, 1)
+	go func() { got <- tk.Wait(context.Background()) }()
+	for c.runq.waiting.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	held[0].Done(nil)
+	if err := <-got; err != nil {
+		t.Fatalf("waiter after a slot freed: %v", err)
+	}
+	tk.Done(nil)
+	held[1].Done(nil)
+	if r := c.runq.running.Load(); r != 0 {
+		t.Errorf("running %d after every ticket is done, want 0", r)
+	}
+}
