@@ -67,80 +67,47 @@ func BenchmarkTimeNow(b *testing.B) {
 	sink.Add(uint64(n))
 }
 
+// leveeAccept measures Admit, Ticket.Wait (the run queue, as leveehttp
+// calls it) and Ticket.Done on a running controller whose signal reads v
+// against a target of 0.8.
+func leveeAccept(b *testing.B, v float64, parallel bool) {
+	ctl := runningControllerAt(b, v)
+	ctx := requestCtx(b)
+	one := func() {
+		t, err := ctl.Admit(ctx)
+		if err == nil {
+			err = t.Wait(ctx)
+		}
+		if err != nil {
+			panic(err)
+		}
+		t.Done(nil)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				one()
+			}
+		})
+		return
+	}
+	for i := 0; i < b.N; i++ {
+		one()
+	}
+}
+
 // BenchmarkAdmission: one admission decision, its run-queue slot and its
 // completion report.
 func BenchmarkAdmission(b *testing.B) {
-	b.Run("levee/accept", func(b *testing.B) {
-		ctl := runningController(b)
-		ctx := requestCtx(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t, err := ctl.Admit(ctx)
-			if err == nil {
-				err = t.Wait(ctx) // the run queue, as leveehttp does
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			t.Done(nil)
-		}
-	})
-	b.Run("levee/accept-parallel", func(b *testing.B) {
-		ctl := runningController(b)
-		ctx := requestCtx(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				t, err := ctl.Admit(ctx)
-				if err == nil {
-					err = t.Wait(ctx)
-				}
-				if err != nil {
-					panic(err)
-				}
-				t.Done(nil)
-			}
-		})
-	})
-	// A busy server (0.9 of its target, not shedding): the run queue
-	// counts its slots (two atomic additions); "accept" above is one below
-	// half its target, where the run queue is off.
-	b.Run("levee/accept-busy", func(b *testing.B) {
-		ctl := runningControllerAt(b, 0.72)
-		ctx := requestCtx(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			t, err := ctl.Admit(ctx)
-			if err == nil {
-				err = t.Wait(ctx)
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			t.Done(nil)
-		}
-	})
-	b.Run("levee/accept-busy-parallel", func(b *testing.B) {
-		ctl := runningControllerAt(b, 0.72)
-		ctx := requestCtx(b)
-		b.ReportAllocs()
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				t, err := ctl.Admit(ctx)
-				if err == nil {
-					err = t.Wait(ctx)
-				}
-				if err != nil {
-					panic(err)
-				}
-				t.Done(nil)
-			}
-		})
-	})
+	// "accept" is a server below half its target (the run queue off);
+	// "accept-busy" one at 0.9 of it, not shedding (the run queue counts
+	// its slots: two atomic additions).
+	b.Run("levee/accept", func(b *testing.B) { leveeAccept(b, 0.3, false) })
+	b.Run("levee/accept-parallel", func(b *testing.B) { leveeAccept(b, 0.3, true) })
+	b.Run("levee/accept-busy", func(b *testing.B) { leveeAccept(b, 0.72, false) })
+	b.Run("levee/accept-busy-parallel", func(b *testing.B) { leveeAccept(b, 0.72, true) })
 	b.Run("levee/reject", func(b *testing.B) {
 		ctl, ctx := sheddingController(b)
 		b.ReportAllocs()
@@ -293,10 +260,8 @@ func BenchmarkAdmission(b *testing.B) {
 // runningController returns a controller as a server runs it: with Run
 // refreshing the coarse clock that Admit reads instead of calling
 // time.Now (without Run, every Admit calls time.Now).
-func runningController(b *testing.B) *admit.Controller { return runningControllerAt(b, 0.3) }
-
-// runningControllerAt is runningController with its signal at v (target
-// 0.8).
+// runningControllerAt returns a controller driven by Run whose signal
+// reads v against a target of 0.8.
 func runningControllerAt(b *testing.B, v float64) *admit.Controller {
 	ctl := admit.New(admit.WithSignals(newGauge(v, 0.8)))
 	ctx, cancel := context.WithCancel(context.Background())
