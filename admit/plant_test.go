@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 )
 
@@ -191,6 +192,17 @@ func (s *sim) run(dur, win time.Duration) []window {
 	}
 	return wins
 }
+
+// oneSource is a sim of plant p under a controller seeded with seed and
+// one source of requests carrying ctx at rate.
+func oneSource(p *plant, seed uint64, ctx context.Context, rate func(time.Duration) float64) *sim {
+	ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
+	return &sim{ctl: ctl, p: p, srcs: []*source{{ctx: ctx, rate: rate}}, t0: time.Unix(1_700_000_000, 0)}
+}
+
+// oneTenant is a request from the one tenant every client is when all of
+// them sit behind one address (a load balancer, or loopback).
+var oneTenant = levee.WithCall(context.Background(), levee.Call{Tenant: "10.0.0.1"})
 
 // poisson draws from a Poisson distribution with mean lambda (Knuth for
 // small means, a normal approximation above 30).

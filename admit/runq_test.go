@@ -38,6 +38,14 @@ func waitAsync(t *testing.T, q *runQueue, ctx context.Context) <-chan [2]bool {
 	return out
 }
 
+// assertEmpty checks that no slot is held and nobody waits.
+func assertEmpty(t *testing.T, q *runQueue) {
+	t.Helper()
+	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
+		t.Errorf("running %d, waiting %d, want 0, 0", r, w)
+	}
+}
+
 func TestRunQueueFIFO(t *testing.T) {
 	q := newRunQueue(1)
 	if !q.tryFast() {
@@ -70,9 +78,7 @@ func TestRunQueueFIFO(t *testing.T) {
 		}
 	}
 	q.release()
-	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
-		t.Errorf("after all releases: running %d, waiting %d, want 0, 0", r, w)
-	}
+	assertEmpty(t, q)
 }
 
 func TestRunQueueCallerGone(t *testing.T) {
@@ -90,9 +96,7 @@ func TestRunQueueCallerGone(t *testing.T) {
 		t.Fatalf("the waiter behind a cancelled one: %v, want granted", r)
 	}
 	q.release()
-	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
-		t.Errorf("running %d, waiting %d, want 0, 0", r, w)
-	}
+	assertEmpty(t, q)
 }
 
 func TestRunQueueExpire(t *testing.T) {
@@ -110,9 +114,7 @@ func TestRunQueueExpire(t *testing.T) {
 		t.Fatalf("expired waiter: %v, want not granted, expired", r)
 	}
 	q.release()
-	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
-		t.Errorf("running %d, waiting %d, want 0, 0", r, w)
-	}
+	assertEmpty(t, q)
 }
 
 func TestRunQueueRaisedLimitGrants(t *testing.T) {
@@ -185,9 +187,7 @@ func TestRunQueueStress(t *testing.T) {
 	if p := peak.Load(); p > bound {
 		t.Errorf("%d requests ran at once, bound %d", p, bound)
 	}
-	if r, w := q.running.Load(), q.waiting.Load(); r != 0 || w != 0 {
-		t.Errorf("after the stress: running %d, waiting %d, want 0, 0", r, w)
-	}
+	assertEmpty(t, q)
 }
 
 // holdTickets admits n tickets and holds their run slots.

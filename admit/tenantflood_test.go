@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/levee-dev/levee"
-	"github.com/levee-dev/levee/admit"
 )
 
 // TestSingleTenantFlood: every request comes from one tenant, as when all
@@ -23,13 +20,11 @@ func TestSingleTenantFlood(t *testing.T) {
 			t.Run(fmt.Sprintf("%gC/seed%d", load, seed), func(t *testing.T) {
 				run := func(ctx context.Context) ([]window, *plant) {
 					p := newPlant(c0, seed)
-					ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-					src := &source{ctx: ctx, rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.5 * c0, load * c0})}
-					s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+					s := oneSource(p, seed, ctx, steps([]time.Duration{0, 3 * time.Second}, []float64{0.5 * c0, load * c0}))
 					s.run(3*time.Second, time.Second)
 					return s.run(4*time.Second, 100*time.Millisecond), p
 				}
-				one, p := run(levee.WithCall(context.Background(), levee.Call{Tenant: "10.0.0.1"}))
+				one, p := run(oneTenant)
 				none, _ := run(context.Background())
 				var a1, a0 float64
 				for i, w := range one {
@@ -60,11 +55,9 @@ func TestStallInFlood(t *testing.T) {
 	for _, seed := range testSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			p := newPlant(c0, seed)
-			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-			src := &source{ctx: context.Background(), rate: steps(
+			s := oneSource(p, seed, context.Background(), steps(
 				[]time.Duration{0, 3 * time.Second, 7 * time.Second, 7100 * time.Millisecond},
-				[]float64{0.5 * c0, 5 * c0, 0, 5 * c0})}
-			s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+				[]float64{0.5 * c0, 5 * c0, 0, 5 * c0}))
 			s.run(7100*time.Millisecond, time.Second)
 			ws := s.run(time.Second, 250*time.Millisecond)
 			for _, w := range ws {
@@ -94,12 +87,9 @@ func TestSpikeEnds(t *testing.T) {
 	for _, seed := range testSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			p := newPlant(c0, seed)
-			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-			ctx := levee.WithCall(context.Background(), levee.Call{Tenant: "10.0.0.1"})
-			src := &source{ctx: ctx, rate: steps(
+			s := oneSource(p, seed, oneTenant, steps(
 				[]time.Duration{0, 3 * time.Second, 8 * time.Second},
-				[]float64{0.7 * c0, 3 * c0, 0.7 * c0})}
-			s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+				[]float64{0.7 * c0, 3 * c0, 0.7 * c0}))
 			var before, after int
 			s.onRej = func(at time.Duration, _ error) {
 				switch {
@@ -131,9 +121,7 @@ func TestFloodSeenInArrivals(t *testing.T) {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			p := newPlant(c0, seed)
 			p.lag = 3
-			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-			src := &source{ctx: context.Background(), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.5 * c0, 5 * c0})}
-			s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+			s := oneSource(p, seed, context.Background(), steps([]time.Duration{0, 3 * time.Second}, []float64{0.5 * c0, 5 * c0}))
 			s.run(3*time.Second, time.Second)
 			ws := s.run(200*time.Millisecond, 200*time.Millisecond)
 			// At most about two periods at the flood's rate (the jump is
@@ -158,14 +146,11 @@ func TestOneTenantAdmitsTheAim(t *testing.T) {
 	for _, seed := range testSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			p := newPlant(c0, seed)
-			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-			ctx := levee.WithCall(context.Background(), levee.Call{Tenant: "10.0.0.1"})
-			src := &source{ctx: ctx, rate: steps([]time.Duration{0, 2 * time.Second}, []float64{0.5 * c0, 8 * c0})}
-			s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+			s := oneSource(p, seed, oneTenant, steps([]time.Duration{0, 2 * time.Second}, []float64{0.5 * c0, 8 * c0}))
 			var aimed, steps float64
 			s.hook = func(at time.Duration, _ time.Time) {
 				if at >= 6*time.Second {
-					aimed += ctl.Snapshot().CapacityRPS
+					aimed += s.ctl.Snapshot().CapacityRPS
 					steps++
 				}
 			}
@@ -197,12 +182,9 @@ func TestStallDipInFlood(t *testing.T) {
 	for _, seed := range testSeeds() {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
 			p := newPlant(c0, seed)
-			ctl := admit.New(admit.WithSignals(p), admit.WithSeed(seed))
-			ctx := levee.WithCall(context.Background(), levee.Call{Tenant: "10.0.0.1"})
-			src := &source{ctx: ctx, rate: steps(
+			s := oneSource(p, seed, oneTenant, steps(
 				[]time.Duration{0, 3 * time.Second, 7 * time.Second, 7100 * time.Millisecond},
-				[]float64{0.5 * c0, 5 * c0, 5 * c0 / 3, 5 * c0})}
-			s := &sim{ctl: ctl, p: p, srcs: []*source{src}, t0: time.Unix(1_700_000_000, 0)}
+				[]float64{0.5 * c0, 5 * c0, 5 * c0 / 3, 5 * c0}))
 			s.run(6950*time.Millisecond, time.Second)
 			p.backlog += 0.2 * p.capacityWork() // 200 ms behind, then fewer requests read
 			s.run(150*time.Millisecond, 150*time.Millisecond)
