@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/levee-dev/levee/internal/backend"
-	"github.com/levee-dev/levee/internal/loadgen"
-	"github.com/levee-dev/levee/internal/loopback"
+	"github.com/levee-dev/levee/tools/backend"
+	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/loopback"
 )
 
 // The schedule, in multiples of the measured capacity: a warm-up every

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/levee-dev/levee/internal/loopback"
+	"github.com/levee-dev/levee/tools/loopback"
 )
 
 func TestMain(m *testing.M) {

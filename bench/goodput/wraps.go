@@ -11,8 +11,8 @@ import (
 	"github.com/go-kratos/aegis/ratelimit/bbr"
 
 	"github.com/levee-dev/levee/admit"
-	"github.com/levee-dev/levee/internal/backend"
 	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/tools/backend"
 )
 
 // Protections plugged into the backend by this package, by name; levee

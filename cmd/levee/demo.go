@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/levee-dev/levee/internal/backend"
-	"github.com/levee-dev/levee/internal/loadgen"
-	"github.com/levee-dev/levee/internal/loopback"
+	"github.com/levee-dev/levee/tools/backend"
+	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/loopback"
 )
 
 type demoCmd struct {

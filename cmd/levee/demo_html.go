@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/levee-dev/levee/internal/backend"
-	"github.com/levee-dev/levee/internal/loadgen"
-	"github.com/levee-dev/levee/internal/report"
+	"github.com/levee-dev/levee/tools/backend"
+	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // chartStep is the width of a point on the demo's charts.

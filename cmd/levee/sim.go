@@ -10,8 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/levee-dev/levee/internal/sim"
-	"github.com/levee-dev/levee/scenarios"
+	"github.com/levee-dev/levee/tools/sim"
 )
 
 type simCmd struct {
@@ -29,8 +28,8 @@ type simCmd struct {
 
 func (c *simCmd) Run() error {
 	if c.List {
-		for _, n := range scenarios.Names() {
-			b, _ := scenarios.Get(n)
+		for _, n := range sim.ScenarioNames() {
+			b, _ := sim.BuiltIn(n)
 			s, err := sim.Parse(b)
 			desc := ""
 			if err == nil {
@@ -55,13 +54,13 @@ func (c *simCmd) Run() error {
 		}
 		data = b
 	case c.Name != "":
-		b, ok := scenarios.Get(c.Name)
+		b, ok := sim.BuiltIn(c.Name)
 		if !ok {
-			return fmt.Errorf("sim: no scenario %q (have %s)", c.Name, strings.Join(scenarios.Names(), ", "))
+			return fmt.Errorf("sim: no scenario %q (have %s)", c.Name, strings.Join(sim.ScenarioNames(), ", "))
 		}
 		data = b
 	default:
-		return fmt.Errorf("sim: name a scenario (%s) or give -f FILE", strings.Join(scenarios.Names(), ", "))
+		return fmt.Errorf("sim: name a scenario (%s) or give -f FILE", strings.Join(sim.ScenarioNames(), ", "))
 	}
 	if c.Show {
 		_, err := os.Stdout.Write(data)

@@ -1,0 +1,96 @@
+package backend
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee/tools/loadgen"
+)
+
+func TestSpinDeterministic(t *testing.T) {
+	if a, b := Spin(1000, 7), Spin(1000, 7); a != b {
+		t.Errorf("Spin(1000, 7) = %d then %d, want equal", a, b)
+	}
+	if a, b := Spin(1000, 7), Spin(1001, 7); a == b {
+		t.Errorf("Spin(1000, 7) == Spin(1001, 7) = %d, want different", a)
+	}
+}
+
+func TestCalibratePositive(t *testing.T) {
+	if got := Calibrate(); got <= 0 {
+		t.Errorf("Calibrate() = %v, want > 0", got)
+	}
+}
+
+func TestStatsCount(t *testing.T) {
+	start := time.Now().Add(-time.Second)
+	s := NewStats(start, 100*time.Millisecond, time.Minute)
+	app := Handler(Work{Iterations: 10}, s)
+	reject := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Levee-Reject", "overloaded")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	plain := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	past := strconv.FormatInt(time.Now().Add(-time.Second).UnixNano(), 10)
+	future := strconv.FormatInt(time.Now().Add(time.Hour).UnixNano(), 10)
+	tests := []struct {
+		h        http.Handler
+		deadline string
+	}{
+		{s.Count(app), ""}, {s.Count(app), future}, {s.Count(app), past},
+		{s.Count(reject), ""}, {s.Count(plain), ""},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/work", nil)
+		if tt.deadline != "" {
+			r.Header.Set(loadgen.DeadlineHeader, tt.deadline)
+		}
+		tt.h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	got := s.Snapshot()
+	sum := func(xs []int64) (n int64) {
+		for _, x := range xs {
+			n += x
+		}
+		return n
+	}
+	for _, c := range []struct {
+		name string
+		got  int64
+		want int64
+	}{
+		{"runs", sum(got.Runs), 3}, {"late", sum(got.Late), 1}, {"ok", sum(got.OK), 3},
+		{"ok late", sum(got.OKLate), 1}, {"rejected", sum(got.Rejected), 1}, {"other", sum(got.Other), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestDominant(t *testing.T) {
+	tests := []struct {
+		in    map[string]float64
+		name  string
+		share float64
+	}{
+		{nil, "", 0},
+		{map[string]float64{"cpu": 3, "queue_delay": 1}, "cpu", 0.75},
+		{map[string]float64{"b": 1, "a": 1}, "a", 0.5},
+	}
+	for _, tt := range tests {
+		n, s := Dominant(tt.in)
+		if n != tt.name || s != tt.share {
+			t.Errorf("Dominant(%v) = %q, %v, want %q, %v", tt.in, n, s, tt.name, tt.share)
+		}
+	}
+}
+
+func TestNewUnknownProtection(t *testing.T) {
+	if _, err := New(Options{Protection: "magic"}); err == nil {
+		t.Error("New(magic) err = nil, want an error")
+	}
+}

@@ -1,0 +1,28 @@
+// Package loopback is the harness of levee's demo and loopback checks: it
+// re-executes the current binary into two child processes on this machine
+// and makes one overload the other over real sockets.
+//
+//   - The backend child (package backend) runs with GOMAXPROCS=1 and every
+//     thread pinned to the first allowed CPU (sched_setaffinity), serving
+//     CPU-bound requests, unprotected or behind levee.
+//   - The load generator child (package loadgen) is pinned to the second
+//     CPU and drives an open-loop schedule of phases with keep-alive
+//     connections, as naive clients (per-attempt timeout, immediate
+//     retries, no budget) or levee clients (leveehttp.NewTransport).
+//
+// The parent sends each child its configuration as one JSON line on stdin
+// and reads JSON lines (ready, progress, report) from its stdout. Children
+// never outlive the harness: they die with the parent (Pdeathsig), exit when
+// their stdin closes, and exit after a hard time limit. Hijack must be
+// called first thing in main (or TestMain) so that a re-executed child runs
+// its role instead of the program.
+//
+// Run runs one configuration with fresh children; Capacity measures the
+// unprotected peak with a closed loop; Phases, ClientRecovery,
+// ServerRecovery, LateShare and PeakServed turn the two sides' reports into
+// the numbers of levee's report vocabulary (DESIGN.md).
+//
+// The loopback check of issue 2 is a build-tagged test:
+//
+//	go test -tags realtime -run TestLoopback -v -timeout 20m ./tools/loopback/
+package loopback
