@@ -279,7 +279,7 @@ func (w *world) handle(e event) {
 			w.scenarioEvent(int(e.i), false)
 		case evRestart:
 			in := w.insts[e.i]
-			if e.gen == in.restartGen && in.down {
+			if e.gen == in.restartGen && in.crashed {
 				w.restart(in)
 			}
 		case evPhase:
@@ -300,7 +300,7 @@ func (w *world) control() {
 	b := w.bkt(w.now - 1)
 	ticksPerBucket := float32(w.bucket) / float32(w.period)
 	for _, in := range w.insts {
-		if in.down {
+		if in.crashed {
 			in.state[b] = 2
 			continue
 		}
@@ -379,7 +379,7 @@ func (w *world) scenarioEvent(i int, start bool) {
 				}
 			}
 		case "crash":
-			if start && !in.down {
+			if start && !in.crashed {
 				w.crash(in, "crashed by scenario event (site or machine lost)", "event")
 				in.restartGen++ // the event's duration replaces the tier's restart delay
 				if e.Duration > 0 {
