@@ -14,6 +14,7 @@ import (
 	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // What crosses the simulated wire. A mid-tier's failure reaches its caller
@@ -296,11 +297,11 @@ type world struct {
 	offered, attempted, throttled, goodput, rejected, failed []int64
 	latSum                                                   []float64
 
-	// per phase and criticality: offered (at creation) and goodput (at
-	// completion)
-	critOffered, critGood [][levee.NumCriticalities]int64
+	// per phase and criticality: offered (at creation), attempts (at
+	// sending) and outcomes (at completion)
+	crit [][levee.NumCriticalities]report.Tally
 
-	crashes   []Crash
+	crashes   []report.Crash
 	wasted    int64 // core·ns spent on work whose caller had gone
 	busyAll   int64 // core·ns of all work and rejections
 	rejectCPU int64 // core·ns spent rejecting
@@ -436,7 +437,7 @@ func (w *world) arrival(p *population) {
 	c.deadline = w.now + p.caller.timeout
 	c.att.Init(p.caller.policy, at(w.now), at(c.deadline))
 	w.offered[w.bkt(w.now)]++
-	w.critOffered[w.phase][cr]++
+	w.crit[w.phase][cr].Offered++
 	w.send(c)
 }
 
@@ -463,6 +464,7 @@ func (w *world) send(c *call) {
 	}
 	if cl.pop != nil {
 		w.attempted[w.bkt(now)]++
+		w.crit[w.phase][c.crit].Attempted++
 	}
 	w.requests++
 	attDL := min(c.deadline, now+cl.attemptTimeout)
@@ -603,20 +605,24 @@ func (w *world) finish(c *call, err error) {
 		return
 	}
 	b := w.bkt(w.now)
+	ct := &w.crit[w.phase][c.crit]
 	switch {
 	case err == nil:
 		w.goodput[b]++
-		w.critGood[w.phase][c.crit]++
+		ct.Goodput++
 		w.latSum[b] += float64(w.now-c.start) / 1e9
 	default:
 		if r := rej(err); r != nil {
 			if r.Reason == levee.Throttled {
 				w.throttled[b]++
+				ct.Throttled++
 			} else {
 				w.rejected[b]++
+				ct.Rejected++
 			}
 		} else {
 			w.failed[b]++
+			ct.Failed++
 		}
 	}
 	w.freeCall(c)
@@ -885,8 +891,8 @@ func (w *world) respond(j *job, err error) {
 // see a reset.
 func (w *world) crash(in *instance, cause, kind string) {
 	in.crashes++
-	w.crashes = append(w.crashes, Crash{
-		T:           round3(float64(w.now) / 1e9),
+	w.crashes = append(w.crashes, report.Crash{
+		T:           report.Round(float64(w.now) / 1e9),
 		Instance:    in.name,
 		Kind:        kind,
 		Cause:       cause,

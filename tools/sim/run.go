@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // Options tune a simulation run.
@@ -28,14 +29,16 @@ type Options struct {
 // Run simulates every run of the scenario and returns the report.
 func Run(s *Scenario, opt Options) *Report {
 	jobs := expand(s)
-	rep := &Report{
+	seed := opt.Seed
+	rep := &Report{Report: report.Report{
+		Tool:        "sim",
 		Scenario:    s.Name,
 		Description: s.Description,
-		Seed:        opt.Seed,
+		Seed:        &seed,
 		DurationS:   s.Duration().Seconds(),
 		Trigger:     s.Trigger,
-		Runs:        make([]RunResult, len(jobs)),
-	}
+		Runs:        make([]report.Run, len(jobs)),
+	}}
 	par := opt.Parallel
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
@@ -163,8 +166,7 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 		w.phaseEnd = append(w.phaseEnd, t)
 	}
 	w.scale = *s.Phases[0].Scale
-	w.critOffered = make([][levee.NumCriticalities]int64, len(s.Phases))
-	w.critGood = make([][levee.NumCriticalities]int64, len(s.Phases))
+	w.crit = make([][levee.NumCriticalities]report.Tally, len(s.Phases))
 	for i := range s.Tiers {
 		cfg := &s.Tiers[i]
 		tr := &tierRT{

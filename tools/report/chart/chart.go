@@ -1,4 +1,4 @@
-package report
+package chart
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ type Section struct {
 	Charts []Chart
 }
 
-// Page is a whole report.
+// Page is a whole chart.
 type Page struct {
 	Title    string
 	Intro    string
@@ -85,7 +85,7 @@ var palette = []color.RGBA{
 // in HTML).
 func SVG(c Chart) ([]byte, error) {
 	if len(c.Series) == 0 {
-		return nil, errors.New("report: chart without series")
+		return nil, errors.New("chart: chart without series")
 	}
 	p := plot.New()
 	p.Title.Text = c.Title
@@ -98,7 +98,7 @@ func SVG(c Chart) ([]byte, error) {
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i, s := range c.Series {
 		if len(s.X) != len(s.Y) {
-			return nil, fmt.Errorf("report: series %q: %d x values, %d y values", s.Name, len(s.X), len(s.Y))
+			return nil, fmt.Errorf("chart: series %q: %d x values, %d y values", s.Name, len(s.X), len(s.Y))
 		}
 		pts := make(plotter.XYs, 0, len(s.X))
 		for k := range s.X {
@@ -113,7 +113,7 @@ func SVG(c Chart) ([]byte, error) {
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
-			return nil, fmt.Errorf("report: series %q: %w", s.Name, err)
+			return nil, fmt.Errorf("chart: series %q: %w", s.Name, err)
 		}
 		l.Color = palette[i%len(palette)]
 		l.Width = vg.Points(1.5)
@@ -150,7 +150,7 @@ func SVG(c Chart) ([]byte, error) {
 	p.Draw(draw.New(cv))
 	var buf bytes.Buffer
 	if _, err := cv.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+		return nil, fmt.Errorf("chart: %w", err)
 	}
 	out := buf.Bytes()
 	if i := bytes.Index(out, []byte("<svg")); i > 0 {
@@ -228,7 +228,7 @@ func (p *Page) WriteHTML(w io.Writer) error {
 	}
 	var buf strings.Builder
 	if err := tmpl.Execute(&buf, data); err != nil {
-		return fmt.Errorf("report: %w", err)
+		return fmt.Errorf("chart: %w", err)
 	}
 	_, err := io.WriteString(w, buf.String())
 	return err

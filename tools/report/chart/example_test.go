@@ -1,24 +1,24 @@
-package report_test
+package chart_test
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/levee-dev/levee/tools/report"
+	"github.com/levee-dev/levee/tools/report/chart"
 )
 
 func Example() {
 	offered := []float64{100, 100, 300, 300, 100}
 	goodput := []float64{100, 100, 120, 110, 100}
-	p := &report.Page{
+	p := &chart.Page{
 		Title: "overload",
-		Sections: []report.Section{{
+		Sections: []chart.Section{{
 			Title: "requests per second",
-			Charts: []report.Chart{{
+			Charts: []chart.Chart{{
 				Title: "offered vs goodput", XLabel: "time (s)", YLabel: "requests/s",
-				Series: []report.Series{
-					report.Uniform("offered", 0, 1, offered),
-					report.Uniform("goodput", 0, 1, goodput),
+				Series: []chart.Series{
+					chart.Uniform("offered", 0, 1, offered),
+					chart.Uniform("goodput", 0, 1, goodput),
 				},
 			}},
 		}},
