@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Limiter is an adaptive concurrency limit.
@@ -200,7 +202,7 @@ func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {
 	if g.long == 0 {
 		g.long = short
 	} else {
-		g.long += g.weight * (short - g.long)
+		g.long = smooth.Toward(g.long, short, g.weight)
 	}
 	// After a lasting drop in RTT the long average would hold the old,
 	// higher value for minutes and let the limit grow unchecked: pull it
@@ -215,7 +217,7 @@ func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {
 	}
 	gradient := math.Max(0.5, math.Min(1, g.p.tolerance*g.long/short))
 	next := g.limit*gradient + math.Sqrt(g.limit)
-	next = g.limit*(1-g.p.smoothing) + next*g.p.smoothing
+	next = smooth.Toward(g.limit, next, g.p.smoothing)
 	if gradient == 1 {
 		next = math.Max(next, follow(g.p.tolerance, inflight))
 	}

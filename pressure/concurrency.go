@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 	"github.com/levee-dev/levee/limit"
 )
 
@@ -44,7 +45,7 @@ type Concurrency struct {
 	mu      sync.Mutex
 	l       limit.Limiter
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	reading ConcurrencyReading
 }
 
@@ -84,7 +85,7 @@ func NewConcurrency(l limit.Limiter, opts ...ConcurrencyOption) *Concurrency {
 	if l == nil {
 		l = limit.NewGradient()
 	}
-	c := &Concurrency{cfg: cfg, l: l, smooth: ewma{tau: cfg.tau}}
+	c := &Concurrency{cfg: cfg, l: l, avg: smooth.EWMA{Tau: cfg.tau}}
 	c.limit.Store(int64(max(1, l.Limit())))
 	c.value.store(math.NaN())
 	c.reading = ConcurrencyReading{Value: math.NaN(), Limit: l.Limit()}
@@ -182,7 +183,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	}
 	lim := max(1, c.l.Limit())
 	c.limit.Store(int64(lim))
-	v := c.smooth.update(float64(peak)/float64(lim), dt)
+	v := c.avg.Update(float64(peak)/float64(lim), dt)
 	c.value.store(v)
 	c.reading = ConcurrencyReading{Time: now, Value: v, Peak: int(peak), Limit: lim, RTT: rtt, Samples: n}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/cgroup"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // CPU is the CPU time used by this process as a fraction of the cores it may
@@ -50,7 +51,7 @@ type CPU struct {
 	limitAt   time.Time
 	haveLimit bool
 	limitErr  error // why the limit fell back to GOMAXPROCS, until it reads again
-	smooth    ewma
+	avg       smooth.EWMA
 	reading   CPUReading
 }
 
@@ -176,7 +177,7 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		}
 		cfg.wait = newRunQueueWait(fsys).read
 	}
-	c := &CPU{cfg: cfg, target: cfg.target, smooth: ewma{tau: cfg.tau}}
+	c := &CPU{cfg: cfg, target: cfg.target, avg: smooth.EWMA{Tau: cfg.tau}}
 	c.value.store(math.NaN())
 	if cfg.fsys != nil {
 		c.cg, c.cgErr = cgroup.FindCPU(cfg.fsys)
@@ -327,7 +328,7 @@ func (c *CPU) SampleAt(now time.Time) {
 		grp = math.Max(0, float64(dGroup)/float64(dt)/c.limit.Quota.Cores())
 		raw = math.Max(raw, grp)
 	}
-	v := c.smooth.update(raw, dt)
+	v := c.avg.Update(raw, dt)
 	c.value.store(v)
 	c.reading = CPUReading{
 		Time: now, Value: v, Raw: raw, Process: proc, Group: grp, Wait: wt,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // QueueDelay is the time requests waited between their arrival and the
@@ -35,7 +36,7 @@ type QueueDelay struct {
 
 	mu      sync.Mutex
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	reading QueueReading
 }
 
@@ -85,7 +86,7 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 		o(&cfg, &ch)
 	}
 	ch.mustValid()
-	q := &QueueDelay{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	q := &QueueDelay{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	q.min.Store(noObservation)
 	q.value.store(math.NaN())
 	q.reading = QueueReading{Value: math.NaN(), Min: math.NaN()}
@@ -157,7 +158,7 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 	if observed {
 		raw = time.Duration(m).Seconds()
 	}
-	v := q.smooth.update(raw, dt)
+	v := q.avg.Update(raw, dt)
 	q.value.store(v)
 	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // schedMetric is the runtime/metrics histogram of the time goroutines spend
@@ -36,7 +37,7 @@ type SchedLatency struct {
 	mu      sync.Mutex
 	prev    []uint64
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	reading SchedReading
 }
 
@@ -116,7 +117,7 @@ func NewSchedLatency(opts ...SchedOption) *SchedLatency {
 	if cfg.read == nil {
 		cfg.read = runtimeSchedLatencies()
 	}
-	s := &SchedLatency{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	s := &SchedLatency{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	s.value.store(math.NaN())
 	s.reading = SchedReading{Value: math.NaN(), Raw: math.NaN()}
 	return s
@@ -202,7 +203,7 @@ func (s *SchedLatency) SampleAt(now time.Time) {
 	if first {
 		return
 	}
-	v := s.smooth.update(raw, dt)
+	v := s.avg.Update(raw, dt)
 	s.value.store(v)
 	s.reading = SchedReading{Time: now, Value: v, Raw: raw, Count: total}
 }

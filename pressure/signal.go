@@ -14,25 +14,6 @@ type atomicFloat struct{ bits atomic.Uint64 }
 func (f *atomicFloat) load() float64   { return math.Float64frombits(f.bits.Load()) }
 func (f *atomicFloat) store(v float64) { f.bits.Store(math.Float64bits(v)) }
 
-// ewma is an exponentially weighted moving average with a time constant:
-// after a step change the average has moved 63% of the way in tau. Samples
-// at uneven intervals weigh by their duration. tau = 0 means no smoothing.
-type ewma struct {
-	tau  time.Duration
-	v    float64
-	init bool
-}
-
-func (e *ewma) update(x float64, dt time.Duration) float64 {
-	if !e.init || e.tau <= 0 {
-		e.v, e.init = x, true
-		return e.v
-	}
-	alpha := 1 - math.Exp(-float64(dt)/float64(e.tau))
-	e.v += alpha * (x - e.v)
-	return e.v
-}
-
 // run calls sample with the tick time every period until ctx is done; the
 // first sample is taken at once.
 func run(ctx context.Context, period time.Duration, sample func(time.Time)) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Defaults of New.
@@ -126,7 +127,7 @@ type Throttle struct {
 	seed     uint64
 	tickUs   int64
 	longUs   int64
-	recovery float64 // recent-horizon time constant in ticks; 0 = disabled
+	recovery time.Duration // recent-horizon time constant; 0 = disabled
 
 	// Read on every call, written once per tick: kept apart from the
 	// counters every call writes.
@@ -170,9 +171,7 @@ func newThrottle(c config) *Throttle {
 		tickUs: tick.Microseconds(),
 		longUs: (c.window / longBuckets).Microseconds(),
 	}
-	if c.recovery > 0 {
-		t.recovery = float64(c.recovery) / float64(tick)
-	}
+	t.recovery = c.recovery
 	t.next.Store(math.MinInt64)
 	return t
 }
@@ -299,7 +298,7 @@ func (t *Throttle) fold(us int64) {
 	elapsed := max(tk-st.tick, 0)
 	decay := 0.0
 	if t.recovery > 0 {
-		decay = math.Exp(-float64(elapsed) / t.horizon(tk))
+		decay = smooth.Decay(time.Duration(elapsed)*tick, t.horizon(tk))
 	}
 	if li > st.longIdx {
 		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
@@ -366,12 +365,11 @@ func (st *state) backendAcceptsAll() bool {
 	return sent >= minSent && sent-acc < 0.5
 }
 
-// horizon returns the recent horizon's time constant in ticks: the
-// configured one, stretched so that it holds about minEvidence accepts at
+// horizon returns the recent horizon's time constant: the configured one, stretched so that it holds about minEvidence accepts at
 // the long window's accept rate. A backend that accepts only a few requests
 // a second would otherwise leave the recent estimate so noisy that taking
 // the smaller of the two estimates would bias the steady state upward.
-func (t *Throttle) horizon(tk int64) float64 {
+func (t *Throttle) horizon(tk int64) time.Duration {
 	st := &t.st
 	var a float64
 	for c := range st.sumA {
@@ -381,7 +379,7 @@ func (t *Throttle) horizon(tk int64) float64 {
 	if a <= 0 {
 		return t.recovery
 	}
-	return max(t.recovery, minEvidence*span/a)
+	return max(t.recovery, time.Duration(minEvidence*span/a*float64(tick)))
 }
 
 // ladder applies the SRE formula to the sum over criticalities — the
