@@ -12,8 +12,11 @@ import (
 // DefaultPeriod is the control period used when WithPeriod is not given.
 const DefaultPeriod = 50 * time.Millisecond
 
-// NumReasons sizes arrays indexed by levee.Reason (index 0 is unused).
-const NumReasons = int(levee.Throttled) + 1
+// NumReasons is levee.NumReasons.
+//
+// Deprecated: use levee.NumReasons; this alias stays only until the
+// controller's own arrays are sized with it.
+const NumReasons = levee.NumReasons
 
 // Option configures a Controller.
 type Option func(*config)
@@ -198,7 +201,7 @@ type Snapshot struct {
 	// levee.Criticality).
 	Admitted [levee.NumCriticalities]uint64
 	// Rejected counts rejections per criticality and levee.Reason.
-	Rejected [levee.NumCriticalities][NumReasons]uint64
+	Rejected [levee.NumCriticalities][levee.NumReasons]uint64
 	// DownstreamOverloaded counts tickets finished with a downstream
 	// *levee.RejectedError of Reason Overloaded.
 	DownstreamOverloaded uint64

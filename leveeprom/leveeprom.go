@@ -161,7 +161,7 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}
-	for _, crit := range levee.ByRank {
+	for _, crit := range levee.Criticalities() {
 		name := crit.String()
 		counter(c.admitted, float64(s.Admitted[crit]), name)
 		for _, r := range admitReasons {

@@ -83,10 +83,13 @@ type Policy struct {
 	Multiplier float64
 	// Jitter randomizes each wait; the zero value is FullJitter.
 	Jitter Jitter
-	// AttemptTimeout bounds each attempt (Do only); 0 means no per-attempt
-	// bound beyond the overall deadline. An attempt that runs out of its
-	// own time while the call has time left is retryable when the call is
-	// idempotent.
+	// AttemptTimeout bounds each attempt; 0 means no per-attempt bound
+	// beyond the overall deadline. Do and levee's transports (leveehttp's
+	// Transport, leveegrpc's client interceptors) give each attempt the
+	// earlier of the call's deadline and now + AttemptTimeout; Attempts
+	// only steps the decisions, so a caller driving it applies the bound
+	// itself. An attempt that runs out of its own time while the call has
+	// time left is retryable when the call is idempotent.
 	AttemptTimeout time.Duration
 	// Timeout bounds the whole call when the context has no deadline;
 	// 0 means DefaultTimeout. A context deadline always wins.

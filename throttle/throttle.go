@@ -393,7 +393,7 @@ func ladder(r, a *[levee.NumCriticalities]float64, k, slack float64) (p [levee.N
 		at += a[c]
 	}
 	d := rt - k*at + slack*rt
-	for _, c := range levee.ByRank {
+	for _, c := range levee.Criticalities() {
 		if d <= 0 {
 			break
 		}
