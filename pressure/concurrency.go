@@ -60,15 +60,15 @@ type concConfig struct {
 type ConcurrencyOption func(*concConfig, *checker)
 
 // WithConcurrencyPeriod sets the sample window, Run's period. Default
-// 100ms; range [10ms, 1m].
+// 100ms; range [10ms, 1m]; 0 means the default.
 func WithConcurrencyPeriod(d time.Duration) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d); c.period = d }
+	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d, &c.period) }
 }
 
 // WithConcurrencySmoothing sets the EWMA time constant of the value.
 // Default 200ms; 0 disables smoothing; range [0, 1m].
 func WithConcurrencySmoothing(d time.Duration) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d); c.tau = d }
+	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d, &c.tau) }
 }
 
 // NewConcurrency returns a concurrency signal driven by l; nil l means

@@ -54,27 +54,29 @@ type queueConfig struct {
 type QueueOption func(*queueConfig, *checker)
 
 // WithQueueTarget sets the standing-queue delay the controller steers to.
-// Default 5ms (CoDel's target); range (0, 1m].
+// Default 5ms (CoDel's target); range (0, 1m]; 0 means the default.
 func WithQueueTarget(d time.Duration) QueueOption {
 	return func(c *queueConfig, ch *checker) {
-		if d <= 0 || d > time.Minute {
-			ch.bad("WithQueueTarget(%v): must be in (0, 1m]", d)
+		if d == 0 {
+			return
 		}
+		ch.check(d > 0 && d <= time.Minute, "WithQueueTarget", "must be in (0, 1m] (0 means the default, 5ms)", d)
 		c.target = d.Seconds()
 	}
 }
 
 // WithQueueInterval sets the interval over which the minimum is taken,
 // which is also Run's sampling period. Default 100ms (CoDel's interval);
-// range [10ms, 1m]. It should exceed the usual time between requests.
+// range [10ms, 1m]; 0 means the default. It should exceed the usual time
+// between requests.
 func WithQueueInterval(d time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) { ch.period("WithQueueInterval", d); c.interval = d }
+	return func(c *queueConfig, ch *checker) { ch.period("WithQueueInterval", d, &c.interval) }
 }
 
 // WithQueueSmoothing sets an EWMA time constant over the interval minima.
 // Default 0 (none); range [0, 1m].
 func WithQueueSmoothing(d time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) { ch.smoothing("WithQueueSmoothing", d); c.tau = d }
+	return func(c *queueConfig, ch *checker) { ch.smoothing("WithQueueSmoothing", d, &c.tau) }
 }
 
 // NewQueueDelay returns a queueing delay signal. It panics with a

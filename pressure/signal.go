@@ -2,10 +2,11 @@ package pressure
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // atomicFloat is a float64 read by the controller while the sampler writes it.
@@ -33,39 +34,39 @@ func run(ctx context.Context, period time.Duration, sample func(time.Time)) {
 	}
 }
 
-// checker collects option errors.
-type checker struct{ errs []error }
+// checker collects the first option value out of its documented range
+// (levee's convention, see the package documentation): NewCPU returns it
+// as its error, the constructors that cannot otherwise fail panic with it.
+type checker struct{ err error }
 
-func (c *checker) bad(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("pressure: "+format, args...))
-}
-
-func (c *checker) err() error {
-	if len(c.errs) == 0 {
-		return nil
+// check records the option error unless ok.
+func (c *checker) check(ok bool, name, want string, v any) {
+	if !ok && c.err == nil {
+		c.err = option.New("pressure", name, want, v)
 	}
-	return c.errs[0]
 }
 
-// mustValid panics with the first option error: the constructors whose
-// signature has no error treat an out-of-range option as a programming
-// error, as time.NewTicker does.
+// mustValid panics with the option error, if any.
 func (c *checker) mustValid() {
-	if err := c.err(); err != nil {
-		panic(err.Error())
+	if c.err != nil {
+		panic(c.err)
 	}
 }
 
-func (c *checker) period(name string, d time.Duration) {
-	if d < 10*time.Millisecond || d > time.Minute {
-		c.bad("%s(%v): must be in [10ms, 1m]", name, d)
+// period sets *dst to a sampling period d in [10ms, 1m]; 0 keeps the
+// default.
+func (c *checker) period(name string, d time.Duration, dst *time.Duration) {
+	if d == 0 {
+		return
 	}
+	c.check(d >= 10*time.Millisecond && d <= time.Minute, name, "must be in [10ms, 1m] (0 means the default, 100ms)", d)
+	*dst = d
 }
 
-func (c *checker) smoothing(name string, d time.Duration) {
-	if d < 0 || d > time.Minute {
-		c.bad("%s(%v): must be in [0, 1m]", name, d)
-	}
+// smoothing sets *dst to a time constant d in [0, 1m]; 0 means none.
+func (c *checker) smoothing(name string, d time.Duration, dst *time.Duration) {
+	c.check(d >= 0 && d <= time.Minute, name, "must be in [0, 1m] (0 means none)", d)
+	*dst = d
 }
 
 // tooSoon reports whether a sample at now comes less than half a period

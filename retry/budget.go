@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // Budget limits retries across many calls, so that a struggling dependency
@@ -68,44 +70,48 @@ type budgetConfig struct {
 	floorWindow time.Duration
 }
 
-// BudgetOption configures NewBudget.
+// BudgetOption configures NewBudget. An out-of-range value makes NewBudget
+// panic (see the package documentation).
 type BudgetOption func(*budgetConfig)
 
-// WithRatio sets the share of requests that may be retried (default 0.1)
-// over window (default 10s, rounded to tenths). ratio 0 disables the ratio
-// part, leaving only the floor: NewBudget(WithRatio(0, 0)) is the founding
-// text's "60 per minute, then fail at once". Negative or NaN ratios count as
-// 0; a window ≤ 0 keeps the default.
+// WithRatio sets the share of requests that may be retried (default 0.1;
+// range [0, 1]) over window (default 10s; range [100ms, 24h], rounded to
+// tenths; 0 means the default). ratio 0 disables the ratio part, leaving
+// only the floor: NewBudget(WithRatio(0, 0)) is the founding text's "60 per
+// minute, then fail at once".
 func WithRatio(ratio float64, window time.Duration) BudgetOption {
 	return func(c *budgetConfig) {
-		if !(ratio > 0) {
-			ratio = 0
-		}
+		option.Check(ratio >= 0 && ratio <= 1, "retry", "WithRatio", "ratio must be in [0, 1]", ratio, window)
 		c.ratio = ratio
-		if window > 0 {
-			c.window = window
+		if window == 0 {
+			return
 		}
+		option.Check(window >= 100*time.Millisecond && window <= 24*time.Hour, "retry", "WithRatio",
+			"window must be in [100ms, 24h] (0 means the default, 10s)", ratio, window)
+		c.window = window
 	}
 }
 
-// WithFloor sets the floor: n retries (default 60) in any window of length
-// per (default 1 minute) are allowed whatever the ratio says. n ≤ 0
-// disables the floor; per ≤ 0 keeps the default. The floor keeps n grant
-// times, so n costs 8 bytes each.
+// WithFloor sets the floor: n retries (default 60; range [0, 1e6]) in any
+// window of length per (default 1 minute; range [1ms, 24h]; 0 means the
+// default) are allowed whatever the ratio says. n 0 disables the floor.
+// The floor keeps n grant times, so n costs 8 bytes each.
 func WithFloor(n int, per time.Duration) BudgetOption {
 	return func(c *budgetConfig) {
-		if n < 0 {
-			n = 0
-		}
+		option.Check(n >= 0 && n <= 1e6, "retry", "WithFloor", "n must be in [0, 1e6]", n, per)
 		c.floor = n
-		if per > 0 {
-			c.floorWindow = per
+		if per == 0 {
+			return
 		}
+		option.Check(per >= time.Millisecond && per <= 24*time.Hour, "retry", "WithFloor",
+			"per must be in [1ms, 24h] (0 means the default, 1m)", n, per)
+		c.floorWindow = per
 	}
 }
 
 // NewBudget returns a Budget; with no options it allows retries up to 10% of
-// requests over 10 s plus 60 per minute.
+// requests over 10 s plus 60 per minute. It panics on an option value out
+// of its documented range, a programming error.
 func NewBudget(opts ...BudgetOption) *Budget {
 	c := budgetConfig{ratio: 0.1, window: 10 * time.Second, floor: 60, floorWindow: time.Minute}
 	for _, o := range opts {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/option"
 	"github.com/levee-dev/levee/internal/smooth"
 )
 
@@ -48,36 +49,49 @@ type config struct {
 	maxKeys  int
 }
 
-// Option configures New and NewGroup.
+// Option configures New and NewGroup. An out-of-range value makes New or
+// NewGroup panic (see the package documentation).
 type Option func(*config)
 
 // WithK sets K (default 2): the client sends up to K times the requests the
 // backend accepted, so the backend still sees K·accepts and learns quickly
 // when it recovers. 1.1 is aggressive (the backend rejects ≈9% of what
-// reaches it), 2 the general default (≈50%). Values below 1 (which would
-// throttle a healthy backend), NaN and infinities count as the default.
+// reaches it), 2 the general default (≈50%). Range [1, +Inf) (below 1 a
+// healthy backend would be throttled); 0 means the default.
 func WithK(k float64) Option {
 	return func(c *config) {
-		if k >= 1 && !math.IsInf(k, 0) {
-			c.k = k
+		if k == 0 {
+			return
 		}
+		option.Check(k >= 1 && !math.IsInf(k, 0), "throttle", "WithK", "must be in [1, +Inf) (0 means the default, 2)", k)
+		c.k = k
 	}
 }
 
 // WithWindow sets the long window over which requests and accepts are
 // counted (default 2 minutes, the SRE book's). It is a sliding window of 24
-// buckets. Values below 2.4 s are raised to 2.4 s.
+// buckets. Range [2.4s, 24h]; 0 means the default.
 func WithWindow(d time.Duration) Option {
-	return func(c *config) { c.window = max(d, longBuckets*tick) }
+	return func(c *config) {
+		if d == 0 {
+			return
+		}
+		option.Check(d >= longBuckets*tick && d <= 24*time.Hour, "throttle", "WithWindow", "must be in [2.4s, 24h] (0 means the default, 2m)", d)
+		c.window = d
+	}
 }
 
 // WithRecovery sets the time constant of the recent horizon (default 1 s).
 // A local rejection needs both the long window and the recent horizon to
 // call for it, so once the backend accepts again rejections fade within a
-// few time constants instead of the long window's tens of seconds. d ≤ 0
-// disables it: the plain SRE throttle on the long window alone.
+// few time constants instead of the long window's tens of seconds. Range
+// [0, 1h]; 0 turns the recent horizon off: the plain SRE throttle on the
+// long window alone.
 func WithRecovery(d time.Duration) Option {
-	return func(c *config) { c.recovery = max(d, 0) }
+	return func(c *config) {
+		option.Check(d >= 0 && d <= time.Hour, "throttle", "WithRecovery", "must be in [0, 1h] (0 turns the recent horizon off)", d)
+		c.recovery = d
+	}
 }
 
 // WithSeed sets the seed of the counter-based random decisions (default 0):
@@ -86,10 +100,16 @@ func WithSeed(seed uint64) Option {
 	return func(c *config) { c.seed = seed }
 }
 
-// WithMaxKeys bounds the number of throttles a Group keeps (default 1024;
-// values below 1 count as 1). Used by NewGroup only.
+// WithMaxKeys bounds the number of throttles a Group keeps (default 1024).
+// Range [1, 1e6]; 0 means the default. Used by NewGroup only.
 func WithMaxKeys(n int) Option {
-	return func(c *config) { c.maxKeys = max(n, 1) }
+	return func(c *config) {
+		if n == 0 {
+			return
+		}
+		option.Check(n >= 1 && n <= 1e6, "throttle", "WithMaxKeys", "must be in [1, 1e6] (0 means the default, 1024)", n)
+		c.maxKeys = n
+	}
 }
 
 func newConfig(opts []Option) config {
@@ -159,7 +179,8 @@ type state struct {
 }
 
 // New returns a Throttle with K 2, a 2-minute window and a 1-second recovery
-// horizon unless options say otherwise.
+// horizon unless options say otherwise. It panics on an option value out
+// of its documented range, a programming error.
 func New(opts ...Option) *Throttle {
 	return newThrottle(newConfig(opts))
 }
