@@ -99,4 +99,14 @@
 // NaN quota rate) is a programming error, and New panics with a message
 // naming the option, the value and the range, as time.NewTicker does.
 // Check values that come from users where they are read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), admit is a
+// policy: it imports the standard library, package levee, degrade and the
+// internal leaves only, and reads resources through the levee.Signal
+// interface rather than importing pressure. The adapters (leveehttp,
+// leveegrpc, leveeprom) put it in front of a server; the simulator in tools/
+// runs it on virtual time.
 package admit

@@ -21,4 +21,9 @@
 // programming error, and New panics with a message naming the option, the
 // value and the range, as time.NewTicker does. Check values that come from
 // users where they are read.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), degrade is a
+// policy: it imports the standard library and the internal leaves only; admit
+// steps it, and the adapters put its level into each request's context.
 package degrade

@@ -57,4 +57,12 @@
 // the option, the value and the range, as time.NewTicker does for a
 // non-positive period. Check values that come from users where they are
 // read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), limit is a
+// policy: it imports the standard library and the internal leaves only;
+// pressure.Concurrency turns a limit into a signal, and the adapters and
+// tools build on both.
 package limit

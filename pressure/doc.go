@@ -106,4 +106,13 @@
 // NewSchedLatency, NewQueueDelay and NewConcurrency panic with a message
 // naming the option, the value and the range, as time.NewTicker does.
 // Check values that come from users where they are read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), pressure is a
+// policy-level package: it imports the standard library, package levee, limit
+// and the internal leaves only, and admit consumes it through levee.Signal
+// without importing it. Adapters and applications build the signals and hand
+// them to admit.
 package pressure

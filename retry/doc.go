@@ -50,4 +50,12 @@
 // call, where a panic would fail a request rather than a start-up: its
 // zero fields mean the defaults, and each field documents what an
 // out-of-range value counts as.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), retry is a
+// policy: it imports the standard library, package levee and the internal
+// leaves only; the client adapters (leveehttp's Transport, leveegrpc's client
+// interceptors) and the simulator in tools/ drive it.
 package retry

@@ -137,4 +137,12 @@
 // other value is a programming error, and New or NewGroup panics with a
 // message naming the option, the value and the range, as time.NewTicker
 // does. Check values that come from users where they are read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), throttle is a
+// policy: it imports the standard library, package levee and the internal
+// leaves only; the client adapters and the simulator in tools/ drive it, and
+// leveeprom exports its counters.
 package throttle

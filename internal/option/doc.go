@@ -20,4 +20,9 @@
 // Values that come from users (configuration files, flags) are checked
 // where they are read, so that users see their own field names and lines,
 // not a panic.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), option is a
+// leaf: it imports the standard library only, and the policies (admit,
+// degrade, limit, pressure, retry, throttle) use it for their options.
 package option

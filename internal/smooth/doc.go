@@ -30,4 +30,10 @@
 // The functions are pure and allocation-free; an EWMA is not safe for
 // concurrent use (each is owned by one sampler). This package depends on
 // the standard library only.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), smooth is a
+// leaf: it imports the standard library only, and the policies and leaves
+// above it use it (pressure, throttle, limit and fairq; admit's controller
+// is to follow).
 package smooth
