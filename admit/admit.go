@@ -79,11 +79,7 @@ func WithSignals(s ...levee.Signal) Option {
 // range [1ms, 1m]; 0 means the default.
 func WithPeriod(d time.Duration) Option {
 	return func(c *config) {
-		if d == 0 {
-			return
-		}
-		option.Check(d >= time.Millisecond && d <= time.Minute, "admit", "WithPeriod", "must be in [1ms, 1m] (0 means the default, 50ms)", d)
-		c.period = d
+		option.Set(&c.period, d, d >= time.Millisecond && d <= time.Minute, "admit", "WithPeriod", "must be in [1ms, 1m] (0 means the default, 50ms)")
 	}
 }
 

@@ -62,11 +62,7 @@ type Option func(*Controller)
 // shedding starts.
 func WithTarget(f float64) Option {
 	return func(d *Controller) {
-		if f == 0 {
-			return
-		}
-		option.Check(f > 0 && f <= 1, "degrade", "WithTarget", "must be in (0, 1] (0 means the default, 0.85)", f)
-		d.target = f
+		option.Set(&d.target, f, f > 0 && f <= 1, "degrade", "WithTarget", "must be in (0, 1] (0 means the default, 0.85)")
 	}
 }
 
@@ -84,11 +80,7 @@ func WithHysteresis(h float64) Option {
 // default.
 func WithMax(m Level) Option {
 	return func(d *Controller) {
-		if m == 0 {
-			return
-		}
-		option.Check(m >= 1 && m <= 100, "degrade", "WithMax", "must be in [1, 100] (0 means the default, 3)", int(m))
-		d.max = m
+		option.Set(&d.max, m, m >= 1 && m <= 100, "degrade", "WithMax", "must be in [1, 100] (0 means the default, 3)")
 	}
 }
 

@@ -70,6 +70,11 @@ func build(opts []Option) params {
 // check panics unless ok, naming the option, its value and its range.
 func check(ok bool, name, want string, v any) { option.Check(ok, "limit", name, want, v) }
 
+// set applies an option whose zero value means its default (see option.Set).
+func set[T comparable](dst *T, v T, ok bool, name, want string) {
+	option.Set(dst, v, ok, "limit", name, want)
+}
+
 // WithInitialLimit sets the limit before any sample. Default 20 (raised to
 // the min limit or lowered to the max limit when they exclude it); range
 // [min limit, max limit]; 0 means the default.
@@ -105,11 +110,7 @@ func WithMaxLimit(n int) Option {
 // (Gradient and AIMD alike); range [1, 100]; 0 means the default.
 func WithTolerance(f float64) Option {
 	return func(p *params) {
-		if f == 0 {
-			return
-		}
-		check(f >= 1 && f <= 100, "WithTolerance", "must be in [1, 100] (0 means the default, 1.5)", f)
-		p.tolerance = f
+		set(&p.tolerance, f, f >= 1 && f <= 100, "WithTolerance", "must be in [1, 100] (0 means the default, 1.5)")
 	}
 }
 
@@ -118,11 +119,7 @@ func WithTolerance(f float64) Option {
 // default.
 func WithSmoothing(f float64) Option {
 	return func(p *params) {
-		if f == 0 {
-			return
-		}
-		check(f > 0 && f <= 1, "WithSmoothing", "must be in (0, 1] (0 means the default, 0.2)", f)
-		p.smoothing = f
+		set(&p.smoothing, f, f > 0 && f <= 1, "WithSmoothing", "must be in (0, 1] (0 means the default, 0.2)")
 	}
 }
 
@@ -131,11 +128,7 @@ func WithSmoothing(f float64) Option {
 // (one minute of 100 ms windows); range [1, 1e6]; 0 means the default.
 func WithLongWindow(n int) Option {
 	return func(p *params) {
-		if n == 0 {
-			return
-		}
-		check(n >= 1 && n <= 1e6, "WithLongWindow", "must be in [1, 1e6] (0 means the default, 600)", n)
-		p.longWindow = n
+		set(&p.longWindow, n, n >= 1 && n <= 1e6, "WithLongWindow", "must be in [1, 1e6] (0 means the default, 600)")
 	}
 }
 
@@ -143,11 +136,7 @@ func WithLongWindow(n int) Option {
 // [0.1, 1); 0 means the default.
 func WithBackoff(f float64) Option {
 	return func(p *params) {
-		if f == 0 {
-			return
-		}
-		check(f >= 0.1 && f < 1, "WithBackoff", "must be in [0.1, 1) (0 means the default, 0.9)", f)
-		p.backoff = f
+		set(&p.backoff, f, f >= 0.1 && f < 1, "WithBackoff", "must be in [0.1, 1) (0 means the default, 0.9)")
 	}
 }
 
@@ -166,11 +155,7 @@ func WithThreshold(d time.Duration) Option {
 // Default 30s; range [1ms, 24h]; 0 means the default.
 func WithMinRTTWindow(d time.Duration) Option {
 	return func(p *params) {
-		if d == 0 {
-			return
-		}
-		check(d >= time.Millisecond && d <= 24*time.Hour, "WithMinRTTWindow", "must be in [1ms, 24h] (0 means the default, 30s)", d)
-		p.minRTTWindow = d
+		set(&p.minRTTWindow, d, d >= time.Millisecond && d <= 24*time.Hour, "WithMinRTTWindow", "must be in [1ms, 24h] (0 means the default, 30s)")
 	}
 }
 

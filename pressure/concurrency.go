@@ -164,14 +164,10 @@ func (c *Concurrency) Reading() ConcurrencyReading {
 func (c *Concurrency) SampleAt(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, c.cfg.period) {
+	dt, ok := advance(&c.lastAt, now, c.cfg.period)
+	if !ok {
 		return
 	}
-	dt := c.cfg.period
-	if !c.lastAt.IsZero() {
-		dt = now.Sub(c.lastAt)
-	}
-	c.lastAt = now
 	cur := max(0, c.inflight.Load())
 	peak := max(cur, c.peak.Swap(cur))
 	n := c.rttCount.Swap(0)

@@ -267,7 +267,9 @@ func (c *CPU) SampleAt(now time.Time) {
 		c.reading.Err = err
 		return
 	}
-	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, c.cfg.period) {
+	first := c.lastAt.IsZero()
+	dt, ok := advance(&c.lastAt, now, c.cfg.period)
+	if !ok {
 		return
 	}
 	if c.cg != nil && (!c.haveLimit || now.Sub(c.limitAt) >= c.cfg.refresh || now.Before(c.limitAt)) {
@@ -311,11 +313,9 @@ func (c *CPU) SampleAt(now time.Time) {
 	dWait, haveWait := wait-c.lastWait, waitOK && c.waitOK
 	c.lastWait, c.waitOK = wait, waitOK
 
-	first := c.lastAt.IsZero()
-	dt := now.Sub(c.lastAt)
 	dSelf, dGroup := self-c.lastSelf, group-c.lastGroup
 	haveGroup := groupDir != "" && groupDir == c.groupDir
-	c.lastAt, c.lastSelf, c.lastGroup, c.groupDir = now, self, group, groupDir
+	c.lastSelf, c.lastGroup, c.groupDir = self, group, groupDir
 	if first {
 		return
 	}

@@ -147,15 +147,11 @@ func (q *QueueDelay) Reading() QueueReading {
 func (q *QueueDelay) SampleAt(now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.lastAt.IsZero() && tooSoon(now, q.lastAt, q.cfg.interval) {
+	dt, ok := advance(&q.lastAt, now, q.cfg.interval)
+	if !ok {
 		return
 	}
 	m := q.min.Swap(noObservation)
-	dt := now.Sub(q.lastAt)
-	if q.lastAt.IsZero() {
-		dt = q.cfg.interval
-	}
-	q.lastAt = now
 	raw, observed := 0.0, m != noObservation
 	if observed {
 		raw = time.Duration(m).Seconds()
@@ -177,14 +173,5 @@ func (q *QueueDelay) Run(ctx context.Context) {
 		q.lastAt = time.Now()
 	}
 	q.mu.Unlock()
-	t := time.NewTicker(q.cfg.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			q.SampleAt(now)
-		}
-	}
+	ticks(ctx, q.cfg.interval, q.SampleAt)
 }

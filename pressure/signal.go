@@ -22,6 +22,11 @@ func run(ctx context.Context, period time.Duration, sample func(time.Time)) {
 		return
 	}
 	sample(time.Now())
+	ticks(ctx, period, sample)
+}
+
+// ticks calls sample with the tick time every period until ctx is done.
+func ticks(ctx context.Context, period time.Duration, sample func(time.Time)) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -76,4 +81,21 @@ func (c *checker) smoothing(name string, d time.Duration, dst *time.Duration) {
 // microseconds, all noise. The skipped time is covered by the next sample.
 func tooSoon(now, last time.Time, period time.Duration) bool {
 	return now.Sub(last) < period/2
+}
+
+// advance moves a sampler's clock *last to now and returns the time the
+// sample at now covers: period for the first sample. It reports false and
+// leaves *last alone for a sample too soon after the previous one (see
+// tooSoon); the next sample covers its time.
+func advance(last *time.Time, now time.Time, period time.Duration) (dt time.Duration, ok bool) {
+	switch {
+	case last.IsZero():
+		dt = period
+	case tooSoon(now, *last, period):
+		return 0, false
+	default:
+		dt = now.Sub(*last)
+	}
+	*last = now
+	return dt, true
 }

@@ -83,12 +83,8 @@ func WithRatio(ratio float64, window time.Duration) BudgetOption {
 	return func(c *budgetConfig) {
 		option.Check(ratio >= 0 && ratio <= 1, "retry", "WithRatio", "ratio must be in [0, 1]", ratio, window)
 		c.ratio = ratio
-		if window == 0 {
-			return
-		}
-		option.Check(window >= 100*time.Millisecond && window <= 24*time.Hour, "retry", "WithRatio",
+		option.Set(&c.window, window, window >= 100*time.Millisecond && window <= 24*time.Hour, "retry", "WithRatio",
 			"window must be in [100ms, 24h] (0 means the default, 10s)", ratio, window)
-		c.window = window
 	}
 }
 
@@ -100,12 +96,8 @@ func WithFloor(n int, per time.Duration) BudgetOption {
 	return func(c *budgetConfig) {
 		option.Check(n >= 0 && n <= 1e6, "retry", "WithFloor", "n must be in [0, 1e6]", n, per)
 		c.floor = n
-		if per == 0 {
-			return
-		}
-		option.Check(per >= time.Millisecond && per <= 24*time.Hour, "retry", "WithFloor",
+		option.Set(&c.floorWindow, per, per >= time.Millisecond && per <= 24*time.Hour, "retry", "WithFloor",
 			"per must be in [1ms, 24h] (0 means the default, 1m)", n, per)
-		c.floorWindow = per
 	}
 }
 

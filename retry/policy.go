@@ -118,19 +118,9 @@ func (p *Policy) maxAttempts() int {
 	return p.MaxAttempts
 }
 
-func (p *Policy) base() time.Duration {
-	if p.Base <= 0 {
-		return DefaultBase
-	}
-	return p.Base
-}
+func (p *Policy) base() time.Duration { return orDefault(p.Base, DefaultBase) }
 
-func (p *Policy) cap() time.Duration {
-	if p.Cap <= 0 {
-		return DefaultCap
-	}
-	return p.Cap
-}
+func (p *Policy) cap() time.Duration { return orDefault(p.Cap, DefaultCap) }
 
 func (p *Policy) multiplier() float64 {
 	if !(p.Multiplier >= 1) || math.IsInf(p.Multiplier, 0) {
@@ -139,11 +129,15 @@ func (p *Policy) multiplier() float64 {
 	return p.Multiplier
 }
 
-func (p *Policy) timeout() time.Duration {
-	if p.Timeout <= 0 {
-		return DefaultTimeout
+func (p *Policy) timeout() time.Duration { return orDefault(p.Timeout, DefaultTimeout) }
+
+// orDefault is the rule of Policy's durations: zero (or below) means the
+// default.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
 	}
-	return p.Timeout
+	return d
 }
 
 func (p *Policy) budget() *Budget {

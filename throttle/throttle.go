@@ -60,11 +60,7 @@ type Option func(*config)
 // healthy backend would be throttled); 0 means the default.
 func WithK(k float64) Option {
 	return func(c *config) {
-		if k == 0 {
-			return
-		}
-		option.Check(k >= 1 && !math.IsInf(k, 0), "throttle", "WithK", "must be in [1, +Inf) (0 means the default, 2)", k)
-		c.k = k
+		option.Set(&c.k, k, k >= 1 && !math.IsInf(k, 0), "throttle", "WithK", "must be in [1, +Inf) (0 means the default, 2)")
 	}
 }
 
@@ -73,11 +69,7 @@ func WithK(k float64) Option {
 // buckets. Range [2.4s, 24h]; 0 means the default.
 func WithWindow(d time.Duration) Option {
 	return func(c *config) {
-		if d == 0 {
-			return
-		}
-		option.Check(d >= longBuckets*tick && d <= 24*time.Hour, "throttle", "WithWindow", "must be in [2.4s, 24h] (0 means the default, 2m)", d)
-		c.window = d
+		option.Set(&c.window, d, d >= longBuckets*tick && d <= 24*time.Hour, "throttle", "WithWindow", "must be in [2.4s, 24h] (0 means the default, 2m)")
 	}
 }
 
@@ -104,11 +96,7 @@ func WithSeed(seed uint64) Option {
 // Range [1, 1e6]; 0 means the default. Used by NewGroup only.
 func WithMaxKeys(n int) Option {
 	return func(c *config) {
-		if n == 0 {
-			return
-		}
-		option.Check(n >= 1 && n <= 1e6, "throttle", "WithMaxKeys", "must be in [1, 1e6] (0 means the default, 1024)", n)
-		c.maxKeys = n
+		option.Set(&c.maxKeys, n, n >= 1 && n <= 1e6, "throttle", "WithMaxKeys", "must be in [1, 1e6] (0 means the default, 1024)")
 	}
 }
 

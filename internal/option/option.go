@@ -48,3 +48,19 @@ func Check(ok bool, pkg, name, want string, args ...any) {
 		panic(New(pkg, name, want, args...))
 	}
 }
+
+// Set applies an option whose zero value means its default: a zero v
+// leaves *dst (the default) as it is; any other v is stored when ok and
+// panics as Check does when not, with args in the message (v itself when
+// args is empty).
+func Set[T comparable](dst *T, v T, ok bool, pkg, name, want string, args ...any) {
+	var zero T
+	if v == zero {
+		return
+	}
+	if len(args) == 0 {
+		args = []any{v}
+	}
+	Check(ok, pkg, name, want, args...)
+	*dst = v
+}

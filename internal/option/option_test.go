@@ -2,6 +2,7 @@ package option
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -38,4 +39,35 @@ func TestCheck(t *testing.T) {
 	}()
 	Check(false, "limit", "WithMinLimit", "must be ≥ 1", -2)
 	t.Fatal("Check(false, ...) did not panic")
+}
+
+func TestSet(t *testing.T) {
+	k := 2.0
+	Set(&k, 0, false, "throttle", "WithK", "must be ≥ 1") // zero: the default stays
+	if k != 2 {
+		t.Errorf("Set with zero: %v, want the default 2 kept", k)
+	}
+	Set(&k, 1.5, true, "throttle", "WithK", "must be ≥ 1")
+	if k != 1.5 {
+		t.Errorf("Set with an in-range value: %v, want 1.5", k)
+	}
+	for _, tt := range []struct {
+		args []any
+		want string
+	}{
+		{nil, "throttle: WithK(0.5): must be ≥ 1"},
+		{[]any{0.5, time.Second}, "throttle: WithK(0.5, 1s): must be ≥ 1"},
+	} {
+		got := func() (msg string) {
+			defer func() { msg = fmt.Sprint(recover()) }()
+			Set(&k, 0.5, false, "throttle", "WithK", "must be ≥ 1", tt.args...)
+			return "no panic"
+		}()
+		if got != tt.want {
+			t.Errorf("Set out of range: panic %q, want %q", got, tt.want)
+		}
+	}
+	if k != 1.5 {
+		t.Errorf("a value out of range was stored: %v", k)
+	}
 }

@@ -9,15 +9,7 @@ import (
 // previous one in an exponential average with time constant tau. It is 1
 // (no memory: the sample replaces the average) when tau ≤ 0, and 0 (the
 // sample counts for nothing) when dt ≤ 0.
-func Alpha(dt, tau time.Duration) float64 {
-	switch {
-	case tau <= 0:
-		return 1
-	case dt <= 0:
-		return 0
-	}
-	return 1 - math.Exp(-float64(dt)/float64(tau))
-}
+func Alpha(dt, tau time.Duration) float64 { return 1 - Decay(dt, tau) }
 
 // Decay returns exp(−dt/tau), the factor by which an exponentially decayed
 // sum with time constant tau shrinks over dt: 1 − Alpha(dt, tau). It is 0
