@@ -24,6 +24,6 @@
 // is the vocabulary at the bottom: it imports the standard library only, and
 // every other package of the toolkit, policies, adapters and tools alike,
 // speaks its types. The leaves beside it live under internal/ (the wire
-// codec, tenant accounting, cgroup readers, smoothing and the option
-// convention).
+// codec, tenant accounting, cgroup readers, smoothing, the option
+// convention and the time base of the lock-free windows).
 package levee

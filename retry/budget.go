@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/levee-dev/levee/internal/epoch"
 	"github.com/levee-dev/levee/internal/option"
 )
 
@@ -141,12 +142,8 @@ var unlimited = &Budget{unlimited: true}
 // the simulator. Do not use it in production.
 func Unlimited() *Budget { return unlimited }
 
-// micros returns t as microseconds since 1970, valid for every year from 1
-// to 9999 (UnixNano overflows outside 1678..2262).
-func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
-
 func (b *Budget) bucket(e int64) *budgetBucket {
-	x := &b.ring[((e%ratioBuckets)+ratioBuckets)%ratioBuckets]
+	x := &b.ring[epoch.Slot(e, ratioBuckets)]
 	if ep := x.epoch.Load(); ep != e && (ep == emptySlot || ep < e) && x.epoch.CompareAndSwap(ep, e) {
 		x.req.Store(0)
 		x.ret.Store(0)
@@ -165,7 +162,7 @@ func (b *Budget) RequestAt(now time.Time) {
 	if b.ring == nil {
 		return
 	}
-	b.bucket(floorDiv(micros(now), b.bucketUs)).req.Add(1)
+	b.bucket(epoch.Bucket(epoch.Micros(now), b.bucketUs)).req.Add(1)
 }
 
 // TryRetryAt reports whether a retry may be sent at now and, if so, counts
@@ -178,9 +175,9 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 	if b.unlimited {
 		return true
 	}
-	us := micros(now)
+	us := epoch.Micros(now)
 	if b.ring != nil {
-		e := floorDiv(us, b.bucketUs)
+		e := epoch.Bucket(us, b.bucketUs)
 		if b.closedAt.Load() != e {
 			b.sumClosed(e)
 		}
@@ -226,14 +223,6 @@ func (b *Budget) sumClosed(e int64) {
 	b.closedReq.Store(req)
 	b.closedRet.Store(ret)
 	b.closedAt.Store(e)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // Request is RequestAt(time.Now()).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/epoch"
 	"github.com/levee-dev/levee/internal/option"
 	"github.com/levee-dev/levee/internal/smooth"
 )
@@ -192,9 +193,6 @@ var errThrottled = &levee.RejectedError{Reason: levee.Throttled}
 // levee.ErrThrottled) matches it. Do not modify it.
 var ErrThrottled error = errThrottled
 
-// micros returns t as microseconds since 1970 for every year 1..9999.
-func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
-
 func idx(c levee.Criticality) int {
 	if !c.Valid() {
 		return int(levee.Critical)
@@ -213,7 +211,7 @@ func (t *Throttle) AllowAt(now time.Time, c levee.Criticality) error {
 	if t == nil {
 		return nil
 	}
-	return t.allow(micros(now), idx(c))
+	return t.allow(epoch.Micros(now), idx(c))
 }
 
 func (t *Throttle) allow(us int64, i int) error {
@@ -244,7 +242,7 @@ func (t *Throttle) DoneAt(now time.Time, c levee.Criticality, accepted bool) {
 	if t == nil {
 		return
 	}
-	t.done(micros(now), idx(c), accepted)
+	t.done(epoch.Micros(now), idx(c), accepted)
 }
 
 func (t *Throttle) done(us int64, i int, accepted bool) {
@@ -281,7 +279,7 @@ func (t *Throttle) RejectProbabilityAt(now time.Time, c levee.Criticality) float
 	if t == nil {
 		return 0
 	}
-	if us := micros(now); us >= t.next.Load() {
+	if us := epoch.Micros(now); us >= t.next.Load() {
 		t.fold(us)
 	}
 	return math.Ldexp(float64(t.thresh[idx(c)].Load()), -64)
@@ -299,8 +297,8 @@ func (t *Throttle) fold(us int64) {
 		return
 	}
 	st := &t.st
-	tk := floorDiv(us, t.tickUs)
-	li := floorDiv(us, t.longUs)
+	tk := epoch.Bucket(us, t.tickUs)
+	li := epoch.Bucket(us, t.longUs)
 	if !st.started {
 		st.started, st.tick, st.longIdx, st.first = true, tk, li, tk
 	}
@@ -311,7 +309,7 @@ func (t *Throttle) fold(us int64) {
 	}
 	if li > st.longIdx {
 		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
-			b := int((j%longBuckets + longBuckets) % longBuckets)
+			b := epoch.Slot(j, longBuckets)
 			for c := range st.longR[b] {
 				st.sumR[c] -= st.longR[b][c]
 				st.sumA[c] -= st.longA[b][c]
@@ -320,7 +318,7 @@ func (t *Throttle) fold(us int64) {
 		}
 		st.longIdx = li
 	}
-	b := int((li%longBuckets + longBuckets) % longBuckets)
+	b := epoch.Slot(li, longBuckets)
 	for c := range t.crit {
 		// Requests count when their outcome is known: local rejections
 		// now, sent requests when reported. Read done before acc: an
@@ -422,14 +420,6 @@ func threshold(p float64) uint64 {
 		return math.MaxUint64
 	}
 	return uint64(x)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // Stats are a Throttle's counters, for metrics. Counters are cumulative
