@@ -198,6 +198,16 @@ type SignalState struct {
 	Value, Target float64
 }
 
+// Load returns the signal's load, Value ÷ Target (1.0 = at target), or NaN
+// when it has no reading (Value NaN) or no valid target (Target ≤ 0 or
+// NaN): such a signal counts for nothing in the Controller's load.
+func (s SignalState) Load() float64 {
+	if math.IsNaN(s.Value) || !(s.Target > 0) {
+		return math.NaN()
+	}
+	return s.Value / s.Target
+}
+
 // Snapshot is the Controller's state for metrics, status pages and reports.
 // Counters are cumulative since New.
 type Snapshot struct {

@@ -81,3 +81,23 @@ func TestOptionsZeroAndNil(t *testing.T) {
 		t.Errorf("WithQuota with a zero Quota (no limit): %d quotas, want 1", len(c.quotas))
 	}
 }
+
+func TestSignalStateLoad(t *testing.T) {
+	tests := []struct {
+		s    SignalState
+		want float64
+	}{
+		{SignalState{Value: 0.4, Target: 0.8}, 0.5},
+		{SignalState{Value: 0, Target: 0.005}, 0},
+		{SignalState{Value: math.NaN(), Target: 0.8}, math.NaN()},
+		{SignalState{Value: 1, Target: 0}, math.NaN()},
+		{SignalState{Value: 1, Target: -1}, math.NaN()},
+		{SignalState{Value: 1, Target: math.NaN()}, math.NaN()},
+	}
+	for _, tt := range tests {
+		got := tt.s.Load()
+		if got != tt.want && !(math.IsNaN(got) && math.IsNaN(tt.want)) {
+			t.Errorf("%+v.Load() = %v, want %v", tt.s, got, tt.want)
+		}
+	}
+}

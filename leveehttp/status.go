@@ -358,11 +358,7 @@ func toJSON(x statusSample) sampleJSON {
 		Rejected:        make(map[string]map[string]uint64, levee.NumCriticalities),
 	}
 	for _, sig := range s.Signals {
-		l := math.NaN()
-		if sig.Target > 0 {
-			l = sig.Value / sig.Target
-		}
-		out.Signals = append(out.Signals, signalJSON{sig.Name, jsonFloat(sig.Value), jsonFloat(sig.Target), jsonFloat(l)})
+		out.Signals = append(out.Signals, signalJSON{sig.Name, jsonFloat(sig.Value), jsonFloat(sig.Target), jsonFloat(sig.Load())})
 	}
 	for r := levee.NumCriticalities - 1; r >= 0; r-- {
 		c := levee.FromRank(r)
