@@ -58,12 +58,6 @@ var byRank = [NumCriticalities]Criticality{Sheddable, SheddablePlus, Critical, C
 // allocate.
 func Criticalities() [NumCriticalities]Criticality { return byRank }
 
-// ByRank is the value of Criticalities, as a variable.
-//
-// Deprecated: use Criticalities. levee itself does not read ByRank, so
-// changing it changes nothing in levee's decisions; it will be removed.
-var ByRank = Criticalities()
-
 // Valid reports whether c is one of the four levels.
 func (c Criticality) Valid() bool { return c < NumCriticalities }
 
