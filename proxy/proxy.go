@@ -291,9 +291,9 @@ func staticAddrs(c *Config) []string {
 // connSpec is a backend's connection settings; a backend whose spec
 // changes gets a new connection pool.
 type connSpec struct {
-	maxConns, maxIdle             int
-	dial, responseHeaders, idle   time.Duration
-	h2c                           bool
+	maxConns, maxIdle           int
+	dial, responseHeaders, idle time.Duration
+	h2c                         bool
 }
 
 func specFor(c *Config, addr string) connSpec {
@@ -548,10 +548,10 @@ const (
 	answerTimeout
 	answerNoBackend
 	answerBadGateway
-	answerShed      // the queue or the throttle: 503 overloaded
-	answerGaveUp    // retries spent on overloaded backends: 503 no-retry
-	answerDeadline  // 504 deadline
-	answerQuota     // 429 (a backend's, after retries)
+	answerShed     // the queue or the throttle: 503 overloaded
+	answerGaveUp   // retries spent on overloaded backends: 503 no-retry
+	answerDeadline // 504 deadline
+	answerQuota    // 429 (a backend's, after retries)
 	answerCallerGone
 	numAnswers
 )
