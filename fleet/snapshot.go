@@ -145,7 +145,7 @@ func (l *Limiter) Snapshot() Snapshot {
 
 // Tenant returns the snapshot of the named tenant ("" for the default
 // pool) and whether it is listed.
-func (s *Snapshot) Tenant(name string) (TenantSnapshot, bool) {
+func (s Snapshot) Tenant(name string) (TenantSnapshot, bool) {
 	for _, t := range s.Tenants {
 		if t.Name == name && (name != "" || t.Default) {
 			return t, true
