@@ -377,12 +377,15 @@ func (l *Limiter) Run(ctx context.Context, s Store) {
 		r := l.BeginRound(time.Now())
 		ectx, cancel := context.WithTimeout(ctx, l.opts.timeout)
 		err := s.Exchange(ectx, r)
+		late := ectx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		if err == nil && ectx.Err() != nil {
-			err = ectx.Err()
+		if err == nil && late {
+			// An answer that came after the timeout is not trusted: its
+			// leases were granted longer ago than the others think.
+			err = fmt.Errorf("fleet: exchange took longer than %v", l.opts.timeout)
 		}
 		l.FinishRound(time.Now(), r, err)
 		select {

@@ -21,6 +21,19 @@ type server struct {
 	port int
 	dir  string
 	cmd  *exec.Cmd
+	// ready is when the server last answered its first PING.
+	ready time.Time
+}
+
+// quiet drops go-redis's own log lines (failed dials while a test has
+// stopped its server on purpose).
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	os.Exit(m.Run())
 }
 
 // startRedis starts a redis-server, or skips the test when none is
@@ -68,6 +81,7 @@ func (s *server) start() {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
+			s.ready = time.Now()
 			return
 		}
 		if time.Now().After(deadline) {
