@@ -99,7 +99,7 @@ func cpuPerOp(f func()) float64 {
 			f()
 		}
 		c1, _ := pressure.ProcessCPU()
-		best = math.Min(best, (c1 - c0).Seconds()/200)
+		best = math.Min(best, (c1-c0).Seconds()/200)
 	}
 	return best
 }
