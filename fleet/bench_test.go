@@ -22,7 +22,7 @@ func (idle) Target() float64 { return 0.8 }
 func acceptControllers(tb testing.TB) (none, quota *admit.Controller, ctx context.Context) {
 	l, err := fleet.New(fleet.Config{
 		Tenants: map[string]fleet.Quota{"tenant-0042": {Cores: 1e5}},
-		Default: fleet.Quota{Cores: 1},
+		Default: fleet.Quota{Cores: 1, BurstCoreSeconds: 1},
 	}, fleet.WithCPU(nil))
 	if err != nil {
 		tb.Fatal(err)

@@ -23,7 +23,7 @@ type Quota struct {
 	Cores float64 `yaml:"cores" json:"cores"`
 	// BurstCoreSeconds is how much cost, in core-seconds fleet-wide, the
 	// tenant may spend at once above its rate after a quiet spell.
-	// 0 means the default, Cores × 1 s; otherwise it must be positive,
+	// 0 means the default, Cores × 5 s; otherwise it must be positive,
 	// finite and at most Cores × 1 h. Each instance holds the part of the
 	// burst in proportion to its lease.
 	BurstCoreSeconds float64 `yaml:"burst_core_seconds" json:"burst_core_seconds"`
@@ -106,5 +106,10 @@ func (q Quota) burstSeconds() float64 {
 	if q.BurstCoreSeconds > 0 {
 		return q.BurstCoreSeconds / q.Cores
 	}
-	return 1
+	return defaultBurstSeconds
 }
+
+// defaultBurstSeconds is the default burst in seconds of the quota: long
+// enough that an instance whose lease is a few requests per second
+// absorbs their Poisson noise.
+const defaultBurstSeconds = 5

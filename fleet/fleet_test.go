@@ -53,16 +53,19 @@ func TestFleetQuotaHolds(t *testing.T) {
 func TestConvergenceTime(t *testing.T) {
 	// The tenant's load starts at once, 70/20/10 at twice its quota: the
 	// fleet's usage is within ±10% of the quota, every second, from the
-	// fifth period on: a period to measure the demand, one for the
+	// sixth period on: a period to measure the demand, one for the
 	// instances holding too much to release it, one for the others to take
-	// it, and one to pay back what the first period's estimate let through.
-	cfg := Config{Tenants: map[string]Quota{"t": {Cores: 0.3}}}
+	// it, and two to pay back what the first period's estimate let through.
+	// With a burst of 1 s of the quota; the default burst (5 s) adds the
+	// time the tenant's excess takes to spend it: 1.5 core-s at 0.3 cores
+	// over the quota, 5 s.
+	cfg := Config{Tenants: map[string]Quota{"t": {Cores: 0.3, BurstCoreSeconds: 0.3}}}
 	f := newVFleet(t, cfg, 3)
 	for i, s := range []float64{0.7, 0.2, 0.1} {
 		f.load(i, "t", 0.6*s, 2*time.Millisecond)
 	}
-	f.run(4 * time.Second)
-	for sec := 4; sec < 30; sec++ {
+	f.run(5 * time.Second)
+	for sec := 5; sec < 30; sec++ {
 		f.reset()
 		f.run(time.Second)
 		if got := f.usage("t", time.Second); math.Abs(got-0.3) > 0.03 {

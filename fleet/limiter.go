@@ -350,7 +350,7 @@ func (l *Limiter) Allow(tenant string, c levee.Criticality, now time.Time) (time
 	if !c.Valid() {
 		c = levee.Critical
 	}
-	tau, n := e.tau[c], now.UnixNano()
+	tau, n := max(e.tau[c], st.minTol.Load()), now.UnixNano()
 	for {
 		old := st.tat.Load()
 		tat := max(old, n)

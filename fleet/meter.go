@@ -15,6 +15,7 @@ type tenantState struct {
 
 	tat      atomic.Int64 // GCRA theoretical arrival time, unix ns
 	inc      atomic.Int64 // lease ns charged per admitted request; < 0: no lease
+	minTol   atomic.Int64 // least burst tolerance, ns (minTolRequests × inc)
 	admitted atomic.Int64 // since the last round
 	rejected atomic.Int64
 	routes   atomic.Pointer[routeTable]

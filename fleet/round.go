@@ -63,12 +63,27 @@ type Grant struct {
 
 // idleRounds is how many rounds without a request a tenant stays claimed
 // on an instance before the instance releases its lease.
-const idleRounds = 5
+const idleRounds = 10
+
+// Demand smoothing: the weight of a round's demand is its requests ÷
+// demandRequests, within [minDemandWeight, 0.5].
+const (
+	demandRequests  = 50
+	minDemandWeight = 0.05
+)
+
+// minTolRequests is the least burst, in requests of the tenant's cost,
+// an instance tolerates whatever its lease: a lease smaller than one
+// request per burst would refuse a tenant that is under its quota
+// whenever two of its requests come close together. The debt it allows
+// is paid back at the lease, so the rate holds.
+const minTolRequests = 1
 
 // maxDebt bounds how far ahead of now a bucket's theoretical arrival time
 // may run beyond its burst: a wall-clock step backwards, or one huge
-// measured cost, blocks a tenant for at most this long.
-const maxDebt = int64(time.Minute)
+// measured cost, blocks a tenant for at most this long. It is as long as
+// the longest charge of one request, so that no real debt is forgiven.
+const maxDebt = int64(time.Hour)
 
 // tenantRound is one tenant's bookkeeping between rounds (under
 // Limiter.mu).
@@ -253,12 +268,16 @@ func (l *Limiter) account(e *entry, cost float64, n int64, dt float64, now time.
 	if est == 0 {
 		est = math.Float64frombits(l.avgCost.Load())
 	}
+	// Demand is smoothed over about demandRequests requests (at least a
+	// round, at most 1/minDemandWeight rounds): a tenant seen once a
+	// minute on this instance must not ask for its whole quota the round
+	// it is seen.
 	demand := r.usage + float64(rej)*est/dt
-	if r.wants == 0 {
-		r.wants = demand
-	} else {
-		r.wants += 0.5 * (demand - r.wants)
+	w := min(max(float64(adm+rej+n)/demandRequests, minDemandWeight), 0.5)
+	if r.wants == 0 && demand > 0 && adm+rej+n >= demandRequests {
+		w = 1
 	}
+	r.wants += w * (demand - r.wants)
 	if adm+rej+n == 0 {
 		r.idle++
 	} else {
@@ -378,9 +397,7 @@ func (l *Limiter) FinishRound(now time.Time, r *Round, err error) {
 }
 
 // publish sets the rate Allow applies to the tenant: its lease while
-// valid, else its local share, quota ÷ live instances. The bucket's debt
-// is kept in time, not in cost: a full bucket stays full when the lease
-// grows, so a larger lease does not release a burst at once.
+// valid, else its local share (see localShare).
 func (l *Limiter) publish(e *entry, now time.Time) {
 	st, r := e.st, &e.st.r
 	q := e.quota.Cores
@@ -390,11 +407,21 @@ func (l *Limiter) publish(e *entry, now time.Time) {
 		r.published = 0
 		return
 	}
-	lease := q / float64(max(1, l.rs.live))
+	lease := l.localShare(r, q)
 	if r.leased {
 		lease = math.Min(r.lease, q)
 	}
 	n := now.UnixNano()
+	if old := r.published; old > 0 && lease >= minLease && old != lease {
+		// The debt within the burst tolerance is kept in time (a full
+		// bucket stays full: a larger lease releases no burst); the debt
+		// beyond it is kept in cost, so that what a tiny lease ran up is
+		// not multiplied when the lease grows.
+		if d := st.tat.Load() - n; d > e.tau[0] {
+			excess := d - e.tau[0]
+			shift(st, int64(float64(excess)*old/lease)-excess, n, e.tau[0])
+		}
+	}
 	if lease < minLease {
 		st.inc.Store(-1)
 		r.published = 0
@@ -409,8 +436,24 @@ func (l *Limiter) publish(e *entry, now time.Time) {
 		est = math.Float64frombits(l.avgCost.Load())
 	}
 	r.estUsed = est
-	st.inc.Store(min(max(int64(est/lease*1e9), 1), int64(time.Hour)))
+	inc := min(max(int64(est/lease*1e9), 1), int64(time.Hour))
+	st.inc.Store(inc)
+	st.minTol.Store(minTolRequests * inc)
 	r.published = lease
+}
+
+// localShare is the rate of a tenant this instance holds no lease for:
+// while the store answers and the tenant's leases are known, the part of
+// the quota the leases leave free, spread over the live instances that
+// hold none; otherwise (the store lost, or the tenant never claimed
+// here) quota ÷ live instances.
+func (l *Limiter) localShare(r *tenantRound, q float64) float64 {
+	live := max(1, l.rs.live)
+	if !l.rs.storeOK || !r.haveView {
+		return q / float64(live)
+	}
+	free := math.Max(q-r.view.SumHas, 0)
+	return math.Min(free/float64(max(1, live-r.view.Instances)), q/float64(live))
 }
 
 // minLease is the smallest lease Allow enforces as a rate: a micro-core,

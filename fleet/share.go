@@ -6,22 +6,29 @@ import "math"
 // fleet quota q when it wants w cores and the fleet (this instance
 // included) wants sumW, spread over n instances:
 //
-//	sumW ≤ q: w + (q − sumW)/(n+1)   what it wants, plus an equal part of the
-//	                                 spare, one part kept free for an
-//	                                 instance the tenant has not reached yet
-//	sumW > q: q·w/sumW               the same fraction of every instance's
-//	                                 demand (the fleet's usage is then q)
+//	sumW ≤ q: w·(q − r)/sumW, r = (q − sumW)/(n+1)
+//	          what it wants scaled up to share the quota, less a reserve r
+//	          kept free for an instance the tenant has not reached yet; the
+//	          headroom is in proportion to each instance's demand, so that a
+//	          busy instance's noise does not make it refuse a tenant under
+//	          its quota
+//	sumW > q: q·w/sumW
+//	          the same fraction of every instance's demand (the fleet's
+//	          usage is then q)
 //
-// The store then grants min(target, q − the leases the others hold), so the
-// leases never sum above q (see grant).
+// An instance that wants nothing while others want something asks for
+// nothing (it keeps its local share of what is free). The store then
+// grants min(target, q − the leases the others hold), so the leases never
+// sum above q (see grant).
 func target(q, w, sumW float64, n int) float64 {
 	if !(w > 0) {
-		w = 0
+		return 0
 	}
 	sumW = math.Max(sumW, w)
 	n = max(n, 1)
 	if sumW <= q {
-		return w + (q-sumW)/float64(n+1)
+		r := (q - sumW) / float64(n+1)
+		return w * (q - r) / sumW
 	}
 	return q * w / sumW
 }
