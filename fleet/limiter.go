@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -399,12 +398,3 @@ func (l *Limiter) Run(ctx context.Context, s Store) {
 // errNoGrant is the error FinishRound records when a store returns fewer
 // grants than claims.
 var errNoGrant = errors.New("fleet: store returned fewer grants than claims")
-
-func sortedNames[T any](m map[string]T) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.SortFunc(out, cmp.Compare)
-	return out
-}

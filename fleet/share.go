@@ -16,18 +16,20 @@ import "math"
 //	          the same fraction of every instance's demand (the fleet's
 //	          usage is then q)
 //
-// An instance that wants nothing while others want something asks for
-// nothing (it keeps its local share of what is free). The store then
+// An instance that wants nothing asks for the reserve r (nothing when the
+// fleet wants more than q), so that its first requests are served. The
+// store then
 // grants min(target, q − the leases the others hold), so the leases never
 // sum above q (see grant).
 func target(q, w, sumW float64, n int) float64 {
-	if !(w > 0) {
-		return 0
-	}
+	w = math.Max(w, 0)
 	sumW = math.Max(sumW, w)
 	n = max(n, 1)
 	if sumW <= q {
 		r := (q - sumW) / float64(n+1)
+		if w == 0 {
+			return r
+		}
 		return w * (q - r) / sumW
 	}
 	return q * w / sumW

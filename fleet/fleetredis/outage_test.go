@@ -68,7 +68,7 @@ func TestRedisOutage(t *testing.T) {
 		t.Skip("runs for about 10 s")
 	}
 	srv := startRedis(t)
-	cfg := fleet.Config{Tenants: map[string]fleet.Quota{"T": {Cores: 0.3}, "other": {Cores: 3}}}
+	cfg := fleet.Config{Tenants: map[string]fleet.Quota{"T": {Cores: 0.3, BurstCoreSeconds: 0.3}, "other": {Cores: 3}}}
 	const period = 100 * time.Millisecond
 	logs := &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
