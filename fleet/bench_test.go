@@ -36,20 +36,24 @@ func acceptControllers(tb testing.TB) (none, quota *admit.Controller, ctx contex
 	return none, quota, levee.WithCall(ctx, levee.Call{Tenant: "tenant-0042"})
 }
 
+// acceptOnce is what an adapter does for one admitted request: Admit,
+// Wait, Done.
+func acceptOnce(ctx context.Context, c *admit.Controller) {
+	t, err := c.Admit(ctx)
+	if err == nil {
+		err = t.Wait(ctx)
+	}
+	if err != nil {
+		panic(err)
+	}
+	t.Done(nil)
+}
+
 // BenchmarkAccept: Admit, Wait and Done of one admitted request, without
 // quotas ("none") and under a fleet quota ("fleet"), in the same run.
 func BenchmarkAccept(b *testing.B) {
 	none, quota, ctx := acceptControllers(b)
-	one := func(c *admit.Controller) {
-		t, err := c.Admit(ctx)
-		if err == nil {
-			err = t.Wait(ctx)
-		}
-		if err != nil {
-			panic(err)
-		}
-		t.Done(nil)
-	}
+	one := func(c *admit.Controller) { acceptOnce(ctx, c) }
 	for _, bc := range []struct {
 		name string
 		c    *admit.Controller
@@ -80,14 +84,7 @@ func BenchmarkAcceptRatio(b *testing.B) {
 	block := func(c *admit.Controller) time.Duration {
 		start := time.Now()
 		for range 256 {
-			t, err := c.Admit(ctx)
-			if err == nil {
-				err = t.Wait(ctx)
-			}
-			if err != nil {
-				panic(err)
-			}
-			t.Done(nil)
+			acceptOnce(ctx, c)
 		}
 		return time.Since(start)
 	}
