@@ -39,33 +39,43 @@ type limitParams struct {
 // that report no load.
 //
 // The baseline is the backend's no-queue latency: the lowest window mean
-// seen. While a window's mean stays within Tolerance of it the limit grows
-// by about √limit (and at once to Tolerance × the peak in flight, as the
-// limit package's limiters do); above it the limit shrinks in proportion
-// (never below half per window); an overload answer or a timeout backs it
-// off by Backoff. At equilibrium the backend keeps a short standing queue
-// (its latency Tolerance × the baseline): fully used, never swamped.
+// seen, or what the last probe measured. While a window's mean stays at it
+// (no queue at all) the limit grows by a quarter per round trip; within
+// Tolerance of it, by √limit; above it the limit shrinks in proportion
+// (never below half at once); an overload answer or a timeout backs it off
+// by Backoff. After each change the limit holds for one round trip, so
+// that it judges its own effect rather than act again on latencies of
+// requests sent before it. At equilibrium the backend keeps a short
+// standing queue (its latency about Tolerance × the baseline): fully used,
+// never swamped.
+//
+// A latency seen while the backend queues is no baseline, and in front of
+// a saturated backend every request queues. So every probeEvery (jittered
+// per backend) while the backend is in use, and one second after a probe
+// that found the baseline lower than believed, a probe pins the limit at
+// probeShare of itself until the requests sent before have drained, and
+// takes the next window's mean, measured without a queue, as the baseline
+// (higher or lower: a backend that really became slower gets its new
+// baseline from it). Successive probes converge on the no-queue latency
+// even when the first limit was far above the backend's workers.
 //
 // Why not limit.Gradient or limit.AIMD as they are: both take their
-// baseline from the latency they see, the Gradient from a long average, the
-// AIMD from a windowed minimum. In front of a backend that is saturated for
-// minutes every request queues, the baseline creeps up with the queue, and
-// the limit ratchets up with it (TestLimitNoRatchet measures both). Here the
-// baseline only falls on evidence, and when it has not been confirmed for
-// probeEvery while the backend was saturated, a probe pins the limit at
-// probeShare of itself until the requests sent before have drained, and
-// takes the next window's latency, measured without a queue, as the
-// baseline. A backend that really became slower gets its new baseline from
-// the probe.
+// baseline from the latency they see, the Gradient from a long average,
+// the AIMD from a windowed minimum; in front of a backend saturated for
+// minutes the baseline creeps up with the queue they cause, and the limit
+// ratchets up with it (TestLimitNoRatchet measures both).
 //
 // Not safe for concurrent use: the proxy's control loop owns it.
 type adaptiveLimit struct {
 	p      limitParams
+	jitter float64 // this backend's factor on probeEvery, in [0.8, 1.2]
 	limit  float64
 	base   time.Duration // no-queue latency; 0 before the first window
-	seenAt time.Time     // when a window last confirmed base
+	hold   time.Time     // no change before (one round trip after the last)
+	next   time.Time     // the next probe
 	phase  probePhase
-	saved  float64 // the limit before a probe
+	saved  float64 // the limit before the probe
+	skip   bool    // ignore the next window (the probe just ended)
 }
 
 type probePhase uint8
@@ -76,8 +86,8 @@ const (
 	probeMeasure            // pinned low, the next window is the baseline
 )
 
-func newAdaptiveLimit(p limitParams) *adaptiveLimit {
-	return &adaptiveLimit{p: p, limit: float64(p.initial)}
+func newAdaptiveLimit(p limitParams, jitter float64) *adaptiveLimit {
+	return &adaptiveLimit{p: p, jitter: jitter, limit: float64(p.initial)}
 }
 
 // value returns the limit in force: during a probe, the pinned value.
@@ -97,7 +107,9 @@ func (l *adaptiveLimit) probing() bool { return l.phase != probeOff }
 
 // reset forgets everything learned: a backend that restarted or comes back
 // from an ejection is a new backend.
-func (l *adaptiveLimit) reset() { *l = adaptiveLimit{p: l.p, limit: float64(l.p.initial)} }
+func (l *adaptiveLimit) reset() {
+	*l = adaptiveLimit{p: l.p, jitter: l.jitter, limit: float64(l.p.initial)}
+}
 
 // setParams changes the parameters (a reload), keeping what was learned
 // within the new bounds.
@@ -117,41 +129,63 @@ func clampLimit(x float64, p limitParams) float64 {
 // limit.
 func (l *adaptiveLimit) step(now time.Time, w window, cap int) {
 	if w.overload > 0 && l.phase == probeOff {
+		if now.Before(l.hold) {
+			return
+		}
 		l.limit = clampLimit(l.limit*l.p.backoff, l.p)
+		l.hold = now.Add(max(w.rtt, l.base))
 		return
 	}
 	if w.n <= 0 || w.rtt <= 0 {
 		return
 	}
+	prev := l.base
 	if l.base == 0 || w.rtt < l.base {
-		l.base, l.seenAt = w.rtt, now
-	} else if float64(w.rtt) <= 1.1*float64(l.base) {
-		l.seenAt = now
+		l.base = w.rtt
 	}
 	if l.phase != probeOff {
-		l.stepProbe(now, w)
+		l.stepProbe(now, w, prev)
+		return
+	}
+	if now.Before(l.hold) {
+		return
+	}
+	if l.skip {
+		// The first window after a probe mixes in the probe's quick
+		// answers.
+		l.skip = false
 		return
 	}
 	used := min(int(l.limit), cap)
 	if 2*w.peak < used {
 		return // app-limited
 	}
-	ratio := l.p.tolerance * float64(l.base) / float64(w.rtt)
-	if ratio >= 1 {
-		next := l.limit + math.Sqrt(l.limit)
-		next = math.Max(next, math.Ceil(l.p.tolerance*float64(w.peak)))
-		l.limit = clampLimit(next, l.p)
-	} else {
+	switch ratio := l.p.tolerance * float64(l.base) / float64(w.rtt); {
+	case float64(w.rtt) <= 1.1*float64(l.base):
+		l.limit = clampLimit(l.limit*growth, l.p) // no queue at all
+	case ratio >= 1:
+		l.limit = clampLimit(l.limit+math.Sqrt(l.limit), l.p)
+	default:
+		if int(l.limit) <= l.p.min {
+			// Too slow even at the floor: the baseline is stale (the
+			// backend became slower). Measure it now.
+			l.next = now
+		}
 		l.limit = clampLimit(l.limit*math.Max(0.5, ratio), l.p)
 	}
-	// A saturated backend whose baseline nobody confirmed for a while:
-	// measure it again without a queue.
-	if l.p.probeEvery > 0 && now.Sub(l.seenAt) >= l.p.probeEvery && now.After(l.seenAt) {
+	l.hold = now.Add(w.rtt)
+	if l.p.probeEvery > 0 && !now.Before(l.next) {
 		l.phase, l.saved = probeDrain, l.limit
 	}
 }
 
-func (l *adaptiveLimit) stepProbe(now time.Time, w window) {
+// growth is the limit's growth per round trip while the backend answers
+// at its no-queue latency: a traffic step reaches a limit of 200 from 20
+// in about ten round trips.
+const growth = 1.25
+
+// stepProbe steps a probe; prev is the baseline before this window.
+func (l *adaptiveLimit) stepProbe(now time.Time, w window, prev time.Duration) {
 	switch l.phase {
 	case probeDrain:
 		if w.peak <= l.pinned() {
@@ -161,9 +195,14 @@ func (l *adaptiveLimit) stepProbe(now time.Time, w window) {
 		if w.peak > l.pinned() {
 			return // not drained after all: measure the next window
 		}
+		every := time.Duration(float64(l.p.probeEvery) * l.jitter)
 		if w.overload == 0 {
+			if float64(w.rtt) < 0.9*float64(prev) || l.next.IsZero() {
+				every = time.Second // the first probe, or a queue was hiding the baseline: look again soon
+			}
 			l.base = w.rtt
 		}
-		l.seenAt, l.phase, l.limit = now, probeOff, l.saved
+		l.next, l.phase, l.limit = now.Add(every), probeOff, l.saved
+		l.skip = true
 	}
 }

@@ -344,10 +344,11 @@ func (h *Handler) setBackends(addrs []string, now time.Time, initial bool) {
 		if prev != nil && (h.rt != nil || prev.spec == spec) {
 			return prev
 		}
-		b := &backend{addr: addr, spec: spec, lim: newAdaptiveLimit(s.loop.limit)}
 		hs := fnv.New64a()
 		hs.Write([]byte(addr))
-		b.seed = hs.Sum64()
+		seed := hs.Sum64()
+		jitter := 0.8 + 0.4*float64(seed>>11)/(1<<53)
+		b := &backend{addr: addr, spec: spec, seed: seed, lim: newAdaptiveLimit(s.loop.limit, jitter)}
 		if h.rt != nil {
 			b.rt = h.rt(addr)
 		} else {
