@@ -132,7 +132,6 @@ func TestRotateReturn(t *testing.T) {
 	}
 }
 
-
 // TestOverloadNeverEjects: timeouts, 503s and checks that time out while
 // the backend answers are overload, never a reason to eject.
 func TestOverloadNeverEjects(t *testing.T) {
