@@ -245,7 +245,7 @@ func TestEdgeHeaders(t *testing.T) {
 			b := &scripted{addr: "a.test:80", mu: &mu, log: &log, answer: replyOK}
 			cfg := DefaultConfig()
 			cfg.Backends.Static = []Endpoint{{Address: b.addr}}
-			h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return b }), WithEdge(tt.edge))
+			h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return b }), WithEdge(tt.edge), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -291,7 +291,7 @@ func TestLoadHeader(t *testing.T) {
 	}}
 	cfg := DefaultConfig()
 	cfg.Backends.Static = []Endpoint{{Address: b.addr}}
-	h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return b }))
+	h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return b }), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

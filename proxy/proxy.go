@@ -470,7 +470,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x.ServeHTTP(w, r)
 		return
 	}
-	st := &reqState{w: w, start: h.now()}
+	st := &reqState{parent: r.Context(), w: w, start: h.now()}
 	r2, cancel := h.edgeRequest(r, st)
 	h.edge.ServeHTTP(st, r2)
 	if cancel != nil {
@@ -498,7 +498,7 @@ func (h *Handler) edgeRequest(r *http.Request, st *reqState) (*http.Request, con
 	}
 	st.trusted = trusted
 	st.route = h.routes.get(route)
-	ctx := context.WithValue(r.Context(), stateKey{}, st)
+	var ctx context.Context = st
 	var cancel context.CancelFunc
 	if t := h.settings.Load().timeout; t > 0 {
 		ctx, cancel = context.WithTimeout(ctx, t)

@@ -42,7 +42,10 @@ func TestQueueOrder(t *testing.T) {
 		var mu sync.Mutex
 		var order []string
 		var wg sync.WaitGroup
+		held := time.Second
 		arrive := func(name string, c levee.Criticality) {
+			held += 10 * time.Millisecond // releases one after the other
+			hold := held
 			wg.Go(func() {
 				b, err := bl.acquire(context.Background(), c, exclude{}, time.Minute)
 				mu.Lock()
@@ -53,7 +56,7 @@ func TestQueueOrder(t *testing.T) {
 				}
 				order = append(order, name)
 				mu.Unlock()
-				time.Sleep(time.Second)
+				time.Sleep(hold)
 				bl.release(b)
 			})
 			synctest.Wait()

@@ -12,8 +12,10 @@ import (
 
 // reqState is one proxied request's state: the edge rules' verdict, what
 // the proxy did, and the status it answered. It is also the
-// ResponseWriter the edge writes to, so that the status is seen.
+// ResponseWriter the edge writes to, so that the status is seen, and the
+// request's context (one allocation for the three).
 type reqState struct {
+	parent  context.Context
 	w       http.ResponseWriter
 	start   time.Time
 	status  int
@@ -25,6 +27,16 @@ type reqState struct {
 }
 
 type stateKey struct{}
+
+func (s *reqState) Deadline() (time.Time, bool) { return s.parent.Deadline() }
+func (s *reqState) Done() <-chan struct{}       { return s.parent.Done() }
+func (s *reqState) Err() error                  { return s.parent.Err() }
+func (s *reqState) Value(key any) any {
+	if key == (stateKey{}) {
+		return s
+	}
+	return s.parent.Value(key)
+}
 
 func stateFrom(ctx context.Context) *reqState {
 	st, _ := ctx.Value(stateKey{}).(*reqState)
