@@ -1,0 +1,56 @@
+package throttle
+
+import (
+	"fmt"
+	"math"
+)
+
+// SetK changes K at run time, for a configuration reload: the next
+// recomputation of the rejection probabilities (at most 100 ms away) uses
+// it. k must be ≥ 1 and finite; otherwise SetK returns an error and changes
+// nothing (WithK ignores such values at construction). A nil *Throttle
+// ignores it. Safe for concurrent use; it never makes Allow wait.
+func (t *Throttle) SetK(k float64) error {
+	if err := checkK(k); err != nil {
+		return err
+	}
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.k = k
+	return nil
+}
+
+func checkK(k float64) error {
+	if !(k >= 1) || math.IsInf(k, 0) {
+		return fmt.Errorf("throttle: K %v: must be ≥ 1 and finite", k)
+	}
+	return nil
+}
+
+// SetK changes K for every throttle of the Group and for those it creates
+// later (see Throttle.SetK).
+func (g *Group) SetK(k float64) error {
+	if err := checkK(k); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.cfg.k = k
+	for _, t := range *g.m.Load() {
+		t.SetK(k)
+	}
+	return nil
+}
+
+// K returns the Throttle's K.
+func (t *Throttle) K() float64 {
+	if t == nil {
+		return DefaultK
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.k
+}
