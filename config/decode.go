@@ -308,6 +308,10 @@ func (d *decoder) list(n *yaml.Node, v reflect.Value, path, written string) {
 		d.fail(n, written, "must be a list, got %s", kindName(n))
 		return
 	}
+	if len(n.Content) == 0 {
+		v.Set(reflect.Zero(v.Type())) // an empty list is nil, as in Default
+		return
+	}
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, e := range n.Content {
 		d.decode(e, out.Index(i), index(path, i), index(written, i))
@@ -321,6 +325,10 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, path, written string) {
 		return
 	}
 	t := v.Type()
+	if len(n.Content) == 0 {
+		v.Set(reflect.Zero(t)) // an empty mapping is nil, as in Default
+		return
+	}
 	out := reflect.MakeMapWithSize(t, len(n.Content)/2)
 	seen := make(map[string]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {

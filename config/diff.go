@@ -147,6 +147,7 @@ func format(v reflect.Value, secret, redact bool) string {
 		return n.Value
 	}
 	setFlow(n)
+	untag(n)
 	b, err := yaml.Marshal(n)
 	if err != nil {
 		return "?"

@@ -180,7 +180,9 @@ func build(base *Config, name string, data []byte, hasFile bool, o options) (*Co
 	ps := &problems{origins: map[string]origin{}, fallback: origin{source: name}}
 	if hasFile {
 		cfg.Version = 0 // a file must say which format it is in
-		decodeFile(cfg, name, data, ps)
+		if !decodeFile(cfg, name, data, ps) {
+			return cfg, ps, ps.err() // nothing more can be said of a file that is not YAML
+		}
 	}
 	applyEnv(cfg, o.env, ps)
 	applyOverrides(cfg, o.overrides, ps)
@@ -191,13 +193,15 @@ func build(base *Config, name string, data []byte, hasFile bool, o options) (*Co
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
-func decodeFile(cfg *Config, name string, data []byte, ps *problems) {
+// decodeFile decodes data onto cfg; it returns false when data is not one
+// YAML document.
+func decodeFile(cfg *Config, name string, data []byte, ps *problems) bool {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	err := dec.Decode(&doc)
 	if errors.Is(err, io.EOF) {
 		ps.add(origin{source: name}, "", "the file is empty; it needs at least `version: 1`")
-		return
+		return false
 	}
 	if err != nil {
 		msg := err.Error()
@@ -208,7 +212,7 @@ func decodeFile(cfg *Config, name string, data []byte, ps *problems) {
 		}
 		msg = strings.TrimPrefix(msg, "yaml: ")
 		ps.add(origin{source: name, line: line}, "", "not valid YAML: "+msg)
-		return
+		return false
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -217,10 +221,11 @@ func decodeFile(cfg *Config, name string, data []byte, ps *problems) {
 			line = extra.Line
 		}
 		ps.add(origin{source: name, line: line}, "", "more than one YAML document: a configuration is one document")
-		return
+		return false
 	}
 	d := &decoder{source: name, ps: ps, sections: cfg.Sections}
 	d.decode(&doc, reflect.ValueOf(cfg).Elem(), "", "")
+	return true
 }
 
 // readTokenFile replaces the admin token with the content of its file.

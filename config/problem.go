@@ -78,13 +78,22 @@ type origin struct {
 }
 
 // problems collects Problems and resolves field paths to origins.
+// maxProblems bounds the problems reported for one configuration: a
+// file generated wrong can otherwise make thousands, too many to read.
+const maxProblems = 50
+
 type problems struct {
 	list     []Problem
+	dropped  int
 	origins  map[string]origin
 	fallback origin // where a problem with no better origin is reported (the file)
 }
 
 func (ps *problems) add(o origin, field, msg string) {
+	if len(ps.list) >= maxProblems {
+		ps.dropped++
+		return
+	}
 	ps.list = append(ps.list, Problem{Source: o.source, Line: o.line, Column: o.column, Field: field, Message: msg})
 }
 
@@ -136,7 +145,11 @@ func (ps *problems) err() error {
 		}
 		return a.Column < b.Column
 	})
-	return &Error{Problems: ps.list}
+	out := ps.list
+	if ps.dropped > 0 {
+		out = append(out[:len(out):len(out)], Problem{Message: fmt.Sprintf("%d more problems not listed", ps.dropped)})
+	}
+	return &Error{Problems: out}
 }
 
 // parent returns the path one level up: "a.b" → "a", "a[2]" → "a",
