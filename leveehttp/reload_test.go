@@ -79,15 +79,24 @@ func TestReloadUnderLoad(t *testing.T) {
 	srv := httptest.NewServer(top)
 	defer srv.Close()
 
-	const workers, perWorker, reloads = 4, 400, 40
+	// Each worker sends at least minPerWorker requests and goes on until
+	// the reloads are over, up to maxPerWorker.
+	const workers, minPerWorker, maxPerWorker, reloads = 4, 100, 5000, 40
 	var failed, served atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
-	done := make(chan struct{})
+	done, stop := make(chan struct{}), make(chan struct{})
 	for w := range workers {
 		wg.Go(func() {
 			client := srv.Client()
-			for i := range perWorker {
+			for i := range maxPerWorker {
+				if i >= minPerWorker {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
 				p := "/api/item"
 				if i%5 == 0 {
 					p = "/healthz"
@@ -113,8 +122,8 @@ func TestReloadUnderLoad(t *testing.T) {
 
 	var invalid, applied, during int
 	for i := 1; i <= reloads; i++ {
-		// Spread the reloads over the requests.
-		for served.Load()+failed.Load() < int64(i*workers*perWorker/(reloads+1)) {
+		// A few requests between reloads.
+		for served.Load()+failed.Load() < int64(i*workers*10) {
 			select {
 			case <-done:
 			case <-time.After(time.Millisecond):
@@ -163,9 +172,10 @@ func TestReloadUnderLoad(t *testing.T) {
 			t.Errorf("reload %d: the config in force is not the previous one after a rejection", i)
 		}
 	}
+	close(stop)
 	<-done
 	if n := failed.Load(); n > 0 {
-		t.Errorf("%d of %d requests failed during reloads; first: %v", n, workers*perWorker, firstErr.Load())
+		t.Errorf("%d of %d requests failed during reloads; first: %v", n, served.Load()+n, firstErr.Load())
 	}
 	if got, want := rl.Stats().Applied, uint64(applied); got != want || applied != reloads-invalid {
 		t.Errorf("applied %d reloads (stats %d), want %d", applied, got, reloads-invalid)
@@ -173,7 +183,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	if got := rl.Current().HTTP.Routes[0].Name; got != fmt.Sprintf("r%d", reloads) {
 		t.Errorf("route in force at the end = %q, want r%d", got, reloads)
 	}
-	if during < reloads/2 {
+	if during < reloads {
 		t.Errorf("only %d of %d reloads happened while requests were being served", during, reloads)
 	}
 	t.Logf("%d requests served; %d reloads (%d rejected), %d of them while requests were in flight", served.Load(), reloads, invalid, during)
