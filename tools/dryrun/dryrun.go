@@ -43,7 +43,7 @@ type Record struct {
 	DryRun bool `json:"dry_run"`
 	// Admitted, Rejected and WouldReject are cumulative, indexed by
 	// levee.Criticality (and levee.Reason).
-	Admitted    [levee.NumCriticalities]uint64                  `json:"admitted"`
+	Admitted    [levee.NumCriticalities]uint64                   `json:"admitted"`
 	Rejected    [levee.NumCriticalities][admit.NumReasons]uint64 `json:"rejected"`
 	WouldReject [levee.NumCriticalities][admit.NumReasons]uint64 `json:"would_reject"`
 	// OfferedRPS, CapacityRPS and WouldShedRPS are the controller's
