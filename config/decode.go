@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/levee-dev/levee/internal/suggest"
 )
 
 // maxNodes bounds the nodes one document may make the decoder visit,
@@ -299,7 +301,7 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path, written string)
 		if top {
 			what = "section"
 		}
-		d.fail(k, kw, "unknown %s %q%s", what, key, suggest(key, names))
+		d.fail(k, kw, "unknown %s %q%s", what, key, suggest.Hint(key, names))
 	}
 }
 

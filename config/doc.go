@@ -38,7 +38,7 @@
 // reported, not only the first:
 //
 //	config: 3 problems:
-//		levee.yaml:4:5: signals.cpu.tagret: unknown field "tagret"; did you mean "target"?
+//		levee.yaml:4:5: signals.cpu.tagret: unknown field "tagret" (did you mean "target"?)
 //		levee.yaml:9:13: admit.quotas.acme.rate: must be in [0, 1e+09], got -3
 //		env LEVEE_DEGRADE_MAX: degrade.max: must be a whole number, got "x"
 //

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/levee-dev/levee/internal/suggest"
 )
 
 // EnvPrefix starts every environment variable levee reads.
@@ -156,7 +158,7 @@ func applyEnv(cfg *Config, env []string, ps *problems) {
 		seen[k] = true
 		l := byEnv[k]
 		if l == nil {
-			if s := suggest(k, names); s != "" {
+			if s := suggest.Hint(k, names); s != "" {
 				ps.add(origin{source: "env " + k}, "", "unknown variable"+s)
 			}
 			continue
@@ -187,7 +189,7 @@ func applyOverrides(cfg *Config, overrides map[string]string, ps *problems) {
 	for _, k := range keys {
 		i, found := sort.Find(len(ls), func(i int) int { return strings.Compare(k, ls[i].path) })
 		if !found {
-			ps.add(origin{source: "admin"}, k, "no such field"+suggest(k, paths))
+			ps.add(origin{source: "admin"}, k, "no such field"+suggest.Hint(k, paths))
 			continue
 		}
 		set(cfg, &ls[i], overrides[k], "admin", ps)

@@ -23,7 +23,7 @@ admit:
 		}
 	}
 	// Output:
-	// levee.yaml:4:5: signals.cpu.tagret: unknown field "tagret"; did you mean "target"?
+	// levee.yaml:4:5: signals.cpu.tagret: unknown field "tagret" (did you mean "target"?)
 	// levee.yaml:6:11: admit.period: "50" needs a unit: a duration such as "50ms", "2s" or "1m"
 	// env LEVEE_DEGRADE_MAX: degrade.max: must be a whole number, got "x"
 }

@@ -44,12 +44,12 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "unknown field with a suggestion",
 			file: "version: 1\nsignals:\n  cpu:\n    tagret: 0.9\n",
-			want: []string{`f.yaml:4:5: signals.cpu.tagret: unknown field "tagret"; did you mean "target"?`},
+			want: []string{`f.yaml:4:5: signals.cpu.tagret: unknown field "tagret" (did you mean "target"?)`},
 		},
 		{
 			name: "unknown section",
 			file: "version: 1\nadmitt:\n  dry_run: true\n",
-			want: []string{`f.yaml:2:1: admitt: unknown section "admitt"; did you mean "admit"?`},
+			want: []string{`f.yaml:2:1: admitt: unknown section "admitt" (did you mean "admit"?)`},
 		},
 		{
 			name: "unknown field without a near name",
@@ -108,7 +108,7 @@ func TestParseProblems(t *testing.T) {
 				`f.yaml:3:34: http.trusted_networks[1]: "nonsense" is not an IP address or a CIDR network such as 10.0.0.0/8`,
 				"f.yaml:5:7: http.routes[0].name: missing: every route rule needs a name",
 				`f.yaml:5:13: http.routes[0].path: must start with /, got "api"`,
-				`f.yaml:6:20: http.routes[0].criticality: "CRITICAL_PLUSS" is not a criticality (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE or 4..1); did you mean "CRITICAL_PLUS"?`,
+				`f.yaml:6:20: http.routes[0].criticality: must be CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE or 4..1, got "CRITICAL_PLUSS" (did you mean "CRITICAL_PLUS"?)`,
 			},
 		},
 		{
@@ -128,7 +128,7 @@ func TestParseProblems(t *testing.T) {
 			want: []string{
 				"f.yaml:4:13: signals.cpu.target: must be in (0, 2], got 3",
 				`env LEVEE_DEGRADE_MAX: degrade.max: must be a whole number, got "x"`,
-				`env LEVEE_SIGNALS_CPU_TARGT: unknown variable; did you mean "LEVEE_SIGNALS_CPU_TARGET"?`,
+				`env LEVEE_SIGNALS_CPU_TARGT: unknown variable (did you mean "LEVEE_SIGNALS_CPU_TARGET"?)`,
 			},
 		},
 		{
@@ -317,7 +317,7 @@ func TestEnvNames(t *testing.T) {
 
 func TestOverrideUnknownField(t *testing.T) {
 	_, err := Resolve(Default(), WithOverrides(map[string]string{"admit.dryrun": "true"}))
-	want := []string{`admin: admit.dryrun: no such field; did you mean "admit.dry_run"?`}
+	want := []string{`admin: admit.dryrun: no such field (did you mean "admit.dry_run"?)`}
 	if got := problemsOf(t, err); !reflect.DeepEqual(got, want) {
 		t.Errorf("problems = %q, want %q", got, want)
 	}
@@ -409,7 +409,7 @@ func TestSection(t *testing.T) {
 	_, err := Parse("f.yaml", []byte(file), WithEnv(nil), WithSection("fleet", defaults))
 	want := []string{
 		"f.yaml:5:19: fleet.tenants.acme.cores: must be > 0, got 0",
-		`f.yaml:7:3: fleet.perod: unknown field "perod"; did you mean "period"?`,
+		`f.yaml:7:3: fleet.perod: unknown field "perod" (did you mean "period"?)`,
 	}
 	if got := problemsOf(t, err); !reflect.DeepEqual(got, want) {
 		t.Errorf("problems:\n got %q\nwant %q", got, want)

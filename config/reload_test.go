@@ -134,7 +134,7 @@ func TestReloadPoll(t *testing.T) {
 		}
 		for _, want := range []string{
 			path + ":6:13: signals.cpu.target: must be in (0, 2], got 3",
-			path + `:7:5: signals.cpu.perod: unknown field "perod"; did you mean "period"?`,
+			path + `:7:5: signals.cpu.perod: unknown field "perod" (did you mean "period"?)`,
 		} {
 			if !strings.Contains(res.Err.Error(), want) {
 				t.Errorf("rejection %q does not say %q", res.Err, want)

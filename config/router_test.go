@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -115,7 +116,7 @@ func TestRouterFollowsReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl, err := NewReloader(cfg, WithEnv(nil))
+	rl, err := NewReloader(cfg, WithEnv(nil), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

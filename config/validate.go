@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/suggest"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
@@ -243,8 +244,8 @@ func (r *Route) validate(v *Validator) {
 	}
 	if r.Criticality != "" {
 		if _, err := levee.ParseCriticality(r.Criticality); err != nil {
-			v.Errorf("criticality", "%q is not a criticality (CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE or 4..1)%s",
-				r.Criticality, suggest(strings.ToUpper(r.Criticality), criticalityNames))
+			v.Errorf("criticality", "must be CRITICAL_PLUS, CRITICAL, SHEDDABLE_PLUS, SHEDDABLE or 4..1, got %q%s",
+				r.Criticality, suggest.Hint(r.Criticality, criticalityNames))
 		}
 	}
 	if r.Tenant != "" && wire.FormatTenant(r.Tenant) == "" {
@@ -295,7 +296,7 @@ func (c *Client) validate(v *Validator) {
 	r.duration("cap", c.Retry.Cap, max(c.Retry.Base, time.Millisecond), time.Hour, false)
 	r.float("multiplier", c.Retry.Multiplier, 1, 10, false)
 	if _, ok := jitterOf(c.Retry.Jitter); !ok {
-		r.Errorf("jitter", "must be one of full, equal, decorrelated, none; got %q%s", c.Retry.Jitter, suggest(c.Retry.Jitter, jitterNames))
+		r.Errorf("jitter", "must be full, equal, decorrelated or none, got %q%s", c.Retry.Jitter, suggest.Hint(c.Retry.Jitter, jitterNames))
 	}
 	r.duration("attempt_timeout", c.Retry.AttemptTimeout, 0, 24*time.Hour, false)
 	r.duration("timeout", c.Retry.Timeout, time.Millisecond, 24*time.Hour, false)

@@ -222,7 +222,7 @@ func TestAdminConfigAndReload(t *testing.T) {
 	}
 	p := doc["errors"].([]any)[0].(map[string]any)
 	if p["file"] != f.path || p["line"] != 11.0 || p["column"] != 5.0 || p["field"] != "signals.cpu.tagret" ||
-		p["message"] != `unknown field "tagret"; did you mean "target"?` {
+		p["message"] != `unknown field "tagret" (did you mean "target"?)` {
 		t.Errorf("problem = %v", p)
 	}
 	if f.rl.Current().Signals.CPU.Target != 0.9 {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/sim"
-	"github.com/levee-dev/levee/tools/suggest"
+	"github.com/levee-dev/levee/internal/suggest"
 )
 
 type simCmd struct {
