@@ -263,7 +263,7 @@ type Reload struct {
 	Poll time.Duration `yaml:"poll"`
 	// SIGHUP reloads the file when the process receives SIGHUP. Default
 	// false (a library does not take over a signal unasked).
-	SIGHUP bool `yaml:"sighup"`
+	SIGHUP bool `yaml:"sighup" reload:"restart"`
 }
 
 // Client configures levee's clients (leveehttp.NewTransport,

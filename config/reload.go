@@ -248,12 +248,20 @@ func (r *Reloader) ClearOverride(path string) Result {
 	return r.rebuild("override", next)
 }
 
-// Overrides returns a copy of the overrides in force, by field path.
+// Overrides returns a copy of the overrides in force, by field path; the
+// value of a secret field (admin.token) shows Redacted.
 func (r *Reloader) Overrides() map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	secret := map[string]bool{}
+	for _, l := range leaves(r.Current()) {
+		secret[l.path] = l.secret
+	}
 	out := make(map[string]string, len(r.overrides))
 	for k, v := range r.overrides {
+		if secret[k] {
+			v = redactString(v)
+		}
 		out[k] = v
 	}
 	return out

@@ -360,3 +360,19 @@ func TestApplyTargets(t *testing.T) {
 		t.Errorf("SetQuotas called again (%d → %d) when the quotas did not change", calls, adm.setCalls)
 	}
 }
+
+func TestOverridesRedacted(t *testing.T) {
+	rl, err := NewReloader(Default(), WithEnv(nil), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := rl.SetOverride("admin.token", "0123456789abcdef-secret"); !res.Applied {
+		t.Fatal(res.Err)
+	}
+	if got := rl.Overrides()["admin.token"]; got != Redacted {
+		t.Errorf("override of admin.token shows %q, want %q", got, Redacted)
+	}
+	if got := rl.Current().Admin.Token; got != "0123456789abcdef-secret" {
+		t.Errorf("token in force = %q", got)
+	}
+}

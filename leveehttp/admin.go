@@ -239,7 +239,7 @@ func (a *Admin) config(w http.ResponseWriter, r *http.Request) {
 		Source:     st.Source,
 		Hash:       st.Hash,
 		AppliedAt:  st.AppliedAt.UTC(),
-		Overrides:  redactOverrides(a.rl.Overrides()),
+		Overrides:  a.rl.Overrides(),
 		Config:     st.Config.JSON(),
 	}
 	if res, ok := a.rl.Last(); ok {
@@ -247,16 +247,6 @@ func (a *Admin) config(w http.ResponseWriter, r *http.Request) {
 		doc.LastReload = &d
 	}
 	writeJSON(w, http.StatusOK, doc)
-}
-
-// redactOverrides hides the value of an override of a secret field.
-func redactOverrides(o map[string]string) map[string]string {
-	for k := range o {
-		if k == "admin.token" {
-			o[k] = config.Redacted
-		}
-	}
-	return o
 }
 
 // reloadDoc is a config.Result in JSON.
