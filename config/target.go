@@ -14,8 +14,22 @@ import (
 // Admission is what a configuration changes on an admission controller
 // while it runs; *admit.Controller implements it.
 type Admission interface {
-	// SetDryRun switches dry-run: every decision computed, counted and
-	// logged as "would reject", nothing rejected.
+	// SetDryRun switches dry-run at run time, for the next Admit. In
+	// dry-run every decision (deadline, quota, overload, the run queue's
+	// wait) is computed as usual, and a request that would have been
+	// rejected is admitted and counted in Snapshot.WouldReject by
+	// criticality and reason instead of Snapshot.Rejected, and logged at
+	// most once a second as "would reject" with those counts (never per
+	// request). The control loop does not integrate a shed level that
+	// never takes effect (the signals stay above target since nothing is
+	// shed): it estimates the rate it would shed as the offered rate minus
+	// its capacity estimate (the one learned before the overload), maps it
+	// onto tenants and the criticality ladder as live shedding would,
+	// lowest criticality first, and counts that plan's decisions
+	// (Snapshot.WouldShedRPS is the rate). So at 3× capacity the
+	// would-be rejections add up to about offered − capacity, and
+	// CRITICAL_PLUS appears among them only when every lower level is
+	// exhausted.
 	SetDryRun(on bool)
 	// SetQuotas replaces every tenant quota at once; a tenant whose quota
 	// is unchanged keeps its bucket state.
