@@ -55,3 +55,27 @@ func TestSetters(t *testing.T) {
 		t.Errorf("Max() after refused changes = %v, want 2", got)
 	}
 }
+
+// TestSettersConcurrent changes the parameters while the level is forced,
+// stepped and read (run with -race: Max, Target and Force read what the
+// setters write).
+func TestSettersConcurrent(t *testing.T) {
+	d := New()
+	t0 := time.Unix(1000, 0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 500 {
+			_ = d.SetMax(Level(1 + i%5))
+			_ = d.SetTarget(0.5 + float64(i%5)/10)
+		}
+	}()
+	for i := range 500 {
+		d.Force(Level(i%7), t0.Add(time.Hour))
+		d.StepAt(t0.Add(time.Duration(i)*time.Millisecond), 0.9)
+		if l, m := d.Level(), d.Max(); l < 0 || m < 1 || d.Target() <= 0 {
+			t.Fatalf("level %d, max %d, target %v", l, m, d.Target())
+		}
+	}
+	<-done
+}
