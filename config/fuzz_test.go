@@ -4,11 +4,17 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/retry"
+	"github.com/levee-dev/levee/throttle"
 )
 
 // FuzzLoad feeds the parser arbitrary files and environments. It must
-// never panic; a file it accepts must validate and come back unchanged
-// through its own YAML form; a file it refuses must say why, with a
+// never panic; a file it accepts must validate, come back unchanged
+// through its own YAML form, and build every package's options without
+// their range checks firing; a file it refuses must say why, with a
 // problem that has a message.
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte("version: 1\n"), "")
@@ -48,5 +54,14 @@ func FuzzLoad(f *testing.F) {
 		}
 		_ = cfg.JSON()
 		_ = NewRouter(cfg)
+		// The packages' options panic on values out of their ranges: an
+		// accepted config must stay inside them.
+		admit.New(cfg.Admit.Options()...)
+		degrade.New(cfg.Degrade.Options()...)
+		retry.NewBudget(cfg.Client.Budget.Options()...)
+		throttle.New(cfg.Client.Throttle.Options()...)
+		if _, err := cfg.Signals.Set(); err != nil {
+			t.Fatalf("signals of an accepted config: %v", err)
+		}
 	})
 }

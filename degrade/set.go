@@ -1,23 +1,23 @@
 package degrade
 
 import (
-	"fmt"
-	"math"
 	"time"
+
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // The parameters can be changed while the controller runs, for a
 // configuration reload. Each setter accepts the range its option documents
-// and returns an error, changing nothing, otherwise (the options ignore bad
-// values silently: at construction a default is a safe answer, at run time
-// the operator must hear that the change did not happen). The next StepAt
-// uses the new value; the level in force is not touched until then.
+// (without the option's "0 means the default") and returns an error,
+// changing nothing, otherwise: an option's bad value is a programming error
+// and panics, a reload's is the operator's and must be answered. The next
+// StepAt uses the new value; the level in force is not touched until then.
 
 // SetTarget changes the load at which level 1 is entered (see
 // WithTarget); f must be in (0, 1].
 func (d *Controller) SetTarget(f float64) error {
 	if !(f > 0 && f <= 1) {
-		return fmt.Errorf("degrade: target %v: must be in (0, 1]", f)
+		return option.New("degrade", "SetTarget", "must be in (0, 1]", f)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -26,10 +26,10 @@ func (d *Controller) SetTarget(f float64) error {
 }
 
 // SetHysteresis changes how far below its entry load a level is left (see
-// WithHysteresis); h must be ≥ 0.
+// WithHysteresis); h must be in [0, 1].
 func (d *Controller) SetHysteresis(h float64) error {
-	if !(h >= 0) || math.IsInf(h, 0) {
-		return fmt.Errorf("degrade: hysteresis %v: must be ≥ 0", h)
+	if !(h >= 0 && h <= 1) {
+		return option.New("degrade", "SetHysteresis", "must be in [0, 1]", h)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -37,12 +37,12 @@ func (d *Controller) SetHysteresis(h float64) error {
 	return nil
 }
 
-// SetMax changes the highest level (see WithMax); m must be ≥ 1. A level
-// in force above the new highest one, computed or forced, is lowered to
-// it at once.
+// SetMax changes the highest level (see WithMax); m must be in [1, 100].
+// A level in force above the new highest one, computed or forced, is
+// lowered to it at once.
 func (d *Controller) SetMax(m Level) error {
-	if m < 1 {
-		return fmt.Errorf("degrade: max level %d: must be ≥ 1", m)
+	if m < 1 || m > 100 {
+		return option.New("degrade", "SetMax", "must be in [1, 100]", m)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -56,10 +56,10 @@ func (d *Controller) SetMax(m Level) error {
 }
 
 // SetHold changes how long the load must stay low before a level is left
-// (see WithHold); h must be ≥ 0.
+// (see WithHold); h must be in [0, 1h].
 func (d *Controller) SetHold(h time.Duration) error {
-	if h < 0 {
-		return fmt.Errorf("degrade: hold %v: must be ≥ 0", h)
+	if h < 0 || h > time.Hour {
+		return option.New("degrade", "SetHold", "must be in [0, 1h]", h)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

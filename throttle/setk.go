@@ -1,14 +1,15 @@
 package throttle
 
 import (
-	"fmt"
 	"math"
+
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // SetK changes K at run time, for a configuration reload: the next
 // recomputation of the rejection probabilities (at most 100 ms away) uses
-// it. k must be ≥ 1 and finite; otherwise SetK returns an error and changes
-// nothing (WithK ignores such values at construction). A nil *Throttle
+// it. k must be ≥ 1 and finite (WithK's range, without its "0 means the
+// default"); otherwise SetK returns an error and changes nothing. A nil *Throttle
 // ignores it. Safe for concurrent use; it never makes Allow wait.
 func (t *Throttle) SetK(k float64) error {
 	if err := checkK(k); err != nil {
@@ -25,7 +26,7 @@ func (t *Throttle) SetK(k float64) error {
 
 func checkK(k float64) error {
 	if !(k >= 1) || math.IsInf(k, 0) {
-		return fmt.Errorf("throttle: K %v: must be ≥ 1 and finite", k)
+		return option.New("throttle", "SetK", "must be in [1, +Inf)", k)
 	}
 	return nil
 }

@@ -44,8 +44,8 @@ type Record struct {
 	// Admitted, Rejected and WouldReject are cumulative, indexed by
 	// levee.Criticality (and levee.Reason).
 	Admitted    [levee.NumCriticalities]uint64                   `json:"admitted"`
-	Rejected    [levee.NumCriticalities][admit.NumReasons]uint64 `json:"rejected"`
-	WouldReject [levee.NumCriticalities][admit.NumReasons]uint64 `json:"would_reject"`
+	Rejected    [levee.NumCriticalities][levee.NumReasons]uint64 `json:"rejected"`
+	WouldReject [levee.NumCriticalities][levee.NumReasons]uint64 `json:"would_reject"`
 	// OfferedRPS, CapacityRPS and WouldShedRPS are the controller's
 	// estimates; Load its reading.
 	OfferedRPS   float64 `json:"offered_rps"`
@@ -120,7 +120,7 @@ func record(ctx context.Context, w io.Writer, snap func() admit.Snapshot, dry bo
 func Mix(next http.Handler) http.Handler {
 	var n atomic.Uint64
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c := levee.ByRank[n.Add(1)%levee.NumCriticalities]
+		c := levee.FromRank(int(n.Add(1) % levee.NumCriticalities))
 		r2 := new(http.Request)
 		*r2 = *r
 		r2.Header = r.Header.Clone()
@@ -160,7 +160,7 @@ func At(recs []Record, t time.Time) Record {
 }
 
 // Sum totals a per-criticality, per-reason counter array over reasons.
-func Sum(a [admit.NumReasons]uint64) uint64 {
+func Sum(a [levee.NumReasons]uint64) uint64 {
 	var n uint64
 	for _, v := range a {
 		n += v

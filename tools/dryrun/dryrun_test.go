@@ -28,7 +28,7 @@ func TestMix(t *testing.T) {
 			t.Fatalf("Mix modified the caller's request: %q", got)
 		}
 	}
-	for _, c := range levee.ByRank {
+	for _, c := range levee.Criticalities() {
 		if count[c.String()] != 100 {
 			t.Errorf("%s: %d of 400 requests, want 100", c, count[c.String()])
 		}
