@@ -49,7 +49,10 @@ func WithEnv(env []string) Option {
 // the built-in sections (unknown fields rejected, positions reported,
 // LEVEE_<NAME>_… variables, diffs); a field tagged `config:"secret"` is
 // redacted, one tagged `reload:"restart"` cannot change at run time. If the
-// pointer has a method Validate(*Validator), it is called after decoding.
+// pointer has a method Validate(*Validator), it is called after decoding
+// and its problems carry their fields' positions; a method Validate() error
+// (Go's usual form) is called instead when there is none, and its error is
+// reported at the section.
 // The decoded value is Config.Section(name). A name that clashes with a
 // built-in section is ignored.
 func WithSection(name string, defaults func() any) Option {

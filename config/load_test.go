@@ -545,3 +545,26 @@ func TestDefaultsFile(t *testing.T) {
 		t.Error("testdata/defaults.yaml does not load to Default()")
 	}
 }
+
+// plainSection validates itself the usual Go way.
+type plainSection struct {
+	Tenants map[string]float64 `yaml:"tenants"`
+}
+
+func (p *plainSection) Validate() error {
+	for name, v := range p.Tenants {
+		if v <= 0 {
+			return fmt.Errorf("tenant %q: cores must be > 0", name)
+		}
+	}
+	return nil
+}
+
+func TestSectionPlainValidate(t *testing.T) {
+	_, err := Parse("f.yaml", []byte("version: 1\nquotas:\n  tenants: {acme: 0}\n"), WithEnv(nil),
+		WithSection("quotas", func() any { return &plainSection{} }))
+	want := []string{`f.yaml:3:3: quotas: tenant "acme": cores must be > 0`}
+	if got := problemsOf(t, err); !reflect.DeepEqual(got, want) {
+		t.Errorf("problems = %q, want %q", got, want)
+	}
+}

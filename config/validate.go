@@ -115,8 +115,15 @@ func validate(cfg *Config, ps *problems, fromFile bool) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if s, ok := cfg.Sections[name].(interface{ Validate(*Validator) }); ok {
+		switch s := cfg.Sections[name].(type) {
+		case interface{ Validate(*Validator) }:
 			s.Validate(v.Sub(name))
+		case interface{ Validate() error }:
+			// A section of plain data with Go's usual Validate: its error
+			// is reported at the section, with no finer position.
+			if err := s.Validate(); err != nil {
+				v.Sub(name).Errorf("", "%v", err)
+			}
 		}
 	}
 }
