@@ -4,17 +4,17 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
-func defaultUniform() float64 { return float64(rand.Uint64()>>11) / (1 << 53) }
+func defaultUniform() float64 { return inbound.Uniform(nil) }
 
 // Listener wraps ln so that a Handler sees when each request's first bytes
 // were read from the connection, not only when the handler started: under
@@ -136,42 +136,11 @@ func arrivalOf(r *http.Request, now time.Time) time.Time {
 }
 
 // peerTenant returns the default tenant of r's caller: its network prefix,
-// from the connection (Listener) or a small direct-mapped cache, so that the
+// from the connection (Listener) or the Handler's cache, so that the
 // common case does not allocate.
 func (h *Handler) peerTenant(r *http.Request) string {
 	if sc, ok := r.Context().Value(connKey{}).(*stampConn); ok && sc.tenant != "" {
 		return sc.tenant
 	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return wire.PeerTenant(r.RemoteAddr)
-	}
-	a := ap.Addr().Unmap()
-	bits := 64
-	if a.Is4() {
-		bits = 24
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return wire.PeerTenant(r.RemoteAddr)
-	}
-	b := p.Addr().As16()
-	x := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]) ^
-		uint64(b[12])<<16 | uint64(b[13])<<8 | uint64(b[14])
-	slot := &h.peers[(x*0x9e3779b97f4a7c15)>>(64-peerCacheBits)]
-	if e := slot.Load(); e != nil && e.p == p {
-		return e.s
-	}
-	var buf [64]byte
-	e := &peerEntry{p: p, s: string(p.AppendTo(buf[:0]))}
-	slot.Store(e)
-	return e.s
-}
-
-const peerCacheBits = 8
-
-type peerEntry struct {
-	p netip.Prefix
-	s string
+	return h.peers.TenantOf(r.RemoteAddr)
 }

@@ -71,8 +71,10 @@
 // throttle says so (*levee.RejectedError, Reason Throttled), retries
 // idempotent requests within the Policy and its budget, honours
 // Retry-After, Levee-Retry-After-Ms and no-retry, and returns levee
-// rejections (503 with Levee-Reject, 429, 504) as *levee.RejectedError,
-// which http.Client wraps in a *url.Error: test with errors.As or errors.Is.
+// rejections (503 with Levee-Reject, 429, 504) as errors carrying a
+// *levee.RejectedError, which http.Client wraps in a *url.Error: test with
+// levee.AsRejected, errors.As or errors.Is. It shares its attempt loop,
+// margin and outcome rules with leveegrpc's client (internal/outbound).
 // Handler and Transport both have Unwrap methods returning what they wrap.
 //
 // # Mid-tier mapping

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -15,6 +14,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
@@ -72,8 +72,9 @@ func (n HeaderNames) canonical() *HeaderNames {
 var defaultHealthPaths = [...]string{"/healthz", "/readyz", "/livez"}
 
 // DefaultRetryAfter is the advice a Handler sends with an overload or quota
-// rejection whose controller gave none.
-const DefaultRetryAfter = time.Second
+// rejection whose controller gave none: levee's one default, shared with
+// leveegrpc.
+const DefaultRetryAfter = inbound.DefaultRetryAfter
 
 // QueueObserver receives the time each request spent between its arrival
 // and the handler. *pressure.QueueDelay implements it. Observe must be safe
@@ -117,7 +118,9 @@ func WithTrust(f func(r *http.Request) bool) HandlerOption {
 // tenant is not taken from a trusted caller's Levee-Tenant header, typically
 // from authentication. An empty result falls back to the default, the
 // caller's network prefix (/24 for IPv4, /64 for IPv6), so that rotating ids
-// buys an abuser nothing. Results are used as they are: keep them short.
+// buys an abuser nothing. Results follow the header's rule: ids longer than
+// 64 bytes or not printable ASCII are hashed, ids with control characters
+// fall back to the default (as in leveegrpc).
 func WithTenant(f func(r *http.Request) string) HandlerOption {
 	return func(c *handlerConfig) { c.tenant = f }
 }
@@ -173,8 +176,12 @@ type Handler struct {
 	load  func() float64
 	// loadCache holds the last formatted Levee-Load value.
 	loadCache atomic.Pointer[loadValue]
+	// rules derive each request's levee.Call and deadline.
+	rules inbound.Rules[*http.Request]
+	// keys are the header names rules reads, indexed by inbound.Key.
+	keys [inbound.NumKeys]string
 	// peers caches the default tenants of recent callers.
-	peers [1 << peerCacheBits]atomic.Pointer[peerEntry]
+	peers inbound.Peers
 }
 
 type loadValue struct {
@@ -221,6 +228,17 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 	if h.cfg.names == nil {
 		h.cfg.names = &defaultNames
 	}
+	n := h.cfg.names
+	h.keys = [inbound.NumKeys]string{
+		inbound.Criticality: n.Criticality, inbound.Tenant: n.Tenant, inbound.Attempt: n.Attempt,
+		inbound.TimeoutMs: n.TimeoutMs, inbound.GRPCTimeout: wire.GRPCTimeout, inbound.EnvoyTimeoutMs: wire.EnvoyTimeoutMs,
+	}
+	h.rules = inbound.Rules[*http.Request]{
+		Header: h.header,
+		Trust:  h.cfg.trust,
+		Tenant: h.cfg.tenant,
+		Peer:   h.peerTenant,
+	}
 	h.done = func(t *admit.Ticket, err error) { t.Done(err) }
 	if c != nil {
 		h.admit = c.Admit
@@ -237,11 +255,12 @@ func (h *Handler) Unwrap() http.Handler { return h.next }
 
 var errServerError = errors.New("leveehttp: handler answered with a status ≥ 500")
 
-// Shared rejections for the handler's own decisions: never modified.
-var (
-	errCallerGone = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-	errExpired    = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-)
+// errCallerGone is the answer to a request whose caller has gone: never
+// modified.
+var errCallerGone = inbound.DeadlineNoRetry
+
+// header returns r's values of the levee header k.
+func (h *Handler) header(r *http.Request, k inbound.Key) []string { return r.Header[h.keys[k]] }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -262,41 +281,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.reject(w, errCallerGone)
 		return
 	}
-
-	timeout, hasTimeout := wire.ParseTimeout(r.Header[h.cfg.names.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs])
-	var dl time.Time
-	if hasTimeout {
-		dl = arrival.Add(timeout)
-		if timeout <= 0 || !dl.After(now) {
-			h.reject(w, errExpired)
-			return
-		}
+	in, err := h.rules.Derive(r, arrival, now)
+	if err != nil {
+		h.reject(w, err)
+		return
 	}
-
-	trusted := h.cfg.trust != nil && h.cfg.trust(r)
-	call := levee.Call{}
-	call.Criticality, _ = wire.ParseCriticality(r.Header[h.cfg.names.Criticality])
-	if !trusted && call.Criticality.Rank() > levee.Critical.Rank() {
-		call.Criticality = levee.Critical
-	}
-	if trusted {
-		call.Tenant, _ = wire.ParseTenant(r.Header[h.cfg.names.Tenant])
-	}
-	if call.Tenant == "" && h.cfg.tenant != nil {
-		call.Tenant = h.cfg.tenant(r)
-	}
-	if call.Tenant == "" {
-		call.Tenant = h.peerTenant(r)
-	}
-	call.Attempt, _ = wire.ParseAttempt(r.Header[h.cfg.names.Attempt])
-
-	ctx = levee.WithCall(ctx, call)
-	if hasTimeout {
-		if old, has := ctx.Deadline(); !has || dl.Before(old) {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, dl)
-			defer cancel()
-		}
+	ctx = levee.WithCall(ctx, in.Call)
+	if bctx, cancel := inbound.Bound(ctx, in.Deadline); cancel != nil {
+		ctx = bctx
+		defer cancel()
 	}
 
 	ticket, err := h.admit(ctx)
@@ -337,15 +330,7 @@ func (h *Handler) reject(w http.ResponseWriter, err error) {
 	writeRejection(w, rej, h.uniform, h.cfg.names)
 }
 
-func (h *Handler) uniform() float64 {
-	var x uint64
-	if h.cfg.rand != nil {
-		x = h.cfg.rand()
-	} else {
-		x = rand.Uint64()
-	}
-	return float64(x>>11) / (1 << 53)
-}
+func (h *Handler) uniform() float64 { return inbound.Uniform(h.cfg.rand) }
 
 func (h *Handler) loadHeader() []string {
 	v := h.load()
