@@ -265,12 +265,13 @@ func (h *Handler) header(r *http.Request, k inbound.Key) []string { return r.Hea
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := h.cfg.now()
-	arrival := arrivalOf(r, now) // also for probes: it re-arms the connection
+	arrival, conn := arrivalOf(r, now) // also for probes: it sets the connection up for the next request
 	if h.cfg.loadHeader {
 		w.Header()[h.cfg.names.Load] = h.loadHeader()
 	}
 	if h.cfg.health[r.URL.Path] {
 		h.next.ServeHTTP(w, r)
+		conn.done()
 		return
 	}
 	if h.cfg.queue != nil {
@@ -306,7 +307,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = degrade.WithLevel(ctx, l)
 	}
 
-	st := &state{h: h, parent: ctx, ticket: ticket}
+	st := &state{h: h, parent: ctx, ticket: ticket, conn: conn}
 	st.rw.st = st
 	st.rw.w = w
 	defer func() {
@@ -317,6 +318,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(&st.rw, r.WithContext(st))
 	st.finished = true
+	conn.done()
 	h.done(&st.ticket, st.outcome())
 }
 
@@ -352,6 +354,7 @@ func (h *Handler) loadHeader() []string {
 type state struct {
 	h        *Handler
 	parent   context.Context
+	conn     *stampConn // nil without Listener
 	rw       recorder
 	ticket   admit.Ticket
 	finished bool
@@ -441,6 +444,9 @@ func (rw *recorder) Flush() {
 }
 
 // Hijack implements http.Hijacker when the underlying writer can hijack.
+// A hijacked connection carries no more HTTP/1 requests: its arrival
+// stamps are turned off.
 func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	rw.st.conn.stop()
 	return http.NewResponseController(rw.w).Hijack()
 }
