@@ -37,7 +37,9 @@
 // trusted by default (WithTrust opts callers in): an untrusted caller may
 // lower its criticality but never raise it above CRITICAL, and its tenant
 // is WithTenant's answer or else its network prefix (/24, /64), so
-// rotating ids buys nothing; long or non-ASCII ids are hashed. The
+// rotating ids buys nothing; long or non-ASCII ids are hashed; its
+// levee-attempt is ignored (only trusted callers' retries count towards the
+// retry share that turns rejections into "no-retry"). The
 // deadline is the earliest of gRPC's own (grpc-timeout), levee-timeout-ms
 // and x-envoy-expected-rq-timeout-ms (malformed values ignored, above 24 h
 // clamped); a budget ≤ 0 is answered DEADLINE_EXCEEDED at once. The

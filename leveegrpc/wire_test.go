@@ -112,6 +112,8 @@ var wireRequests = []wireRequest{
 	// Levee-Attempt
 	{name: "attempt", trusted: true, headers: []string{"Levee-Attempt", "2"},
 		want: levee.Call{Tenant: wirePeer, Attempt: 2}},
+	{name: "attempt untrusted ignored", headers: []string{"Levee-Attempt", "2"},
+		want: levee.Call{Tenant: wirePeer}},
 	{name: "attempt malformed", trusted: true, headers: []string{"Levee-Attempt", "-1"},
 		want: levee.Call{Tenant: wirePeer}},
 }

@@ -29,7 +29,10 @@
 //	                   ≤ 0 is answered 504 at once, > 24 h is clamped. The
 //	                   request's deadline is the earlier of the server's and
 //	                   arrival + budget.
-//	Levee-Attempt      0 for a first attempt, 1, 2 for retries.
+//	Levee-Attempt      0 for a first attempt, 1, 2 for retries; honoured
+//	                   from trusted callers only (a high share of retries
+//	                   makes every overload rejection "no-retry": no single
+//	                   untrusted caller may switch that on).
 //
 // Nobody is trusted by default: WithTrust opts callers in (for example by
 // their mTLS identity). Health and readiness probes (/healthz, /readyz,

@@ -116,7 +116,12 @@ func (x *Rules[R]) Derive(r R, arrival, now time.Time) (Request, error) {
 //   - the tenant is a trusted caller's Levee-Tenant, else Rules.Tenant's
 //     result, else the peer's network prefix; every id is bounded and
 //     printable (wire.ParseTenant's rule);
-//   - the attempt number is Levee-Attempt's (0 when absent or malformed).
+//   - the attempt number is a trusted caller's Levee-Attempt (0 when
+//     absent or malformed). An untrusted caller's is ignored: the share of
+//     retries among all arrivals turns every overload rejection into
+//     "no-retry", so one caller claiming retries could switch retrying
+//     off for everyone. Its retries still count as what they are, its
+//     tenant's arrivals, which tenant fairness weighs like any other load.
 func (x *Rules[R]) Call(r R) levee.Call {
 	var c levee.Call
 	trusted := x.Trust != nil && x.Trust(r)
@@ -133,7 +138,9 @@ func (x *Rules[R]) Call(r R) levee.Call {
 	if c.Tenant == "" {
 		c.Tenant = x.Peer(r)
 	}
-	c.Attempt, _ = wire.ParseAttempt(x.Header(r, Attempt))
+	if trusted {
+		c.Attempt, _ = wire.ParseAttempt(x.Header(r, Attempt))
+	}
 	return c
 }
 
