@@ -31,6 +31,7 @@ type Server struct {
 	exempt   func(method string) bool
 	load     bool
 	inflight atomic.Int64
+	probes   atomic.Uint64
 	rules    inbound.Rules[request]
 	peers    inbound.Peers
 	reaper   reaper
@@ -166,6 +167,12 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 	}
 }
 
+// Probes returns the number of calls to exempt methods (WithExempt: the
+// health service by default) the Server passed through without admission,
+// since NewServer, for metrics (leveeprom.NewProbeCollector), each once
+// whichever parts are installed. Safe for concurrent use.
+func (s *Server) Probes() uint64 { return s.probes.Load() }
+
 // InFlight returns the number of requests admitted whose ticket has not yet
 // been released: for status pages and for tests that check that nothing
 // leaks.
@@ -212,9 +219,16 @@ func (a *admitted) Value(key any) any {
 	return a.Context.Value(key)
 }
 
+// tapped returns the node InHandle built for ctx's request, or nil when
+// the tap did not see it.
+func tapped(ctx context.Context) *admitted {
+	a, _ := ctx.Value(admittedKey{}).(*admitted)
+	return a
+}
+
 // tapTicket returns the ticket InHandle took for ctx's request, or nil.
 func tapTicket(ctx context.Context) *ticket {
-	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+	if a := tapped(ctx); a != nil {
 		return a.t
 	}
 	return nil
@@ -336,10 +350,14 @@ func (r *reaper) run() {
 func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	r := request{ctx: ctx, md: info.Header}
 	if s.exempt(info.FullMethodName) {
-		return levee.WithCall(ctx, s.rules.Call(r)), nil
+		// Counted here; the interceptors see the node and count it no
+		// more.
+		s.probes.Add(1)
+		return &admitted{Context: levee.WithCall(ctx, s.rules.Call(r)), method: info.FullMethodName}, nil
 	}
 	in, err := s.rules.Derive(r, time.Time{}, time.Time{})
 	if err != nil {
+		s.c.CountRejected(in.Call.Criticality, levee.Deadline)
 		return nil, Status(asRejected(err)).Err()
 	}
 	done := ctx.Done() // the stream's: it closes when the stream ends
@@ -368,10 +386,12 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 // derive reads the call and deadline of a request the tap has not
 // admitted, for the interceptors: the context to run its handler with (the
 // caller's budget may shorten its deadline: release it when done), or the
-// rejection of a request whose budget is spent.
+// rejection of a request whose budget is spent, counted in the controller
+// like its own.
 func (s *Server) derive(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	in, err := s.rules.Derive(request{ctx: ctx}, time.Time{}, time.Time{})
 	if err != nil {
+		s.c.CountRejected(in.Call.Criticality, levee.Deadline)
 		return ctx, nil, err
 	}
 	ctx = levee.WithCall(ctx, in.Call)
@@ -401,7 +421,10 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		return handler(ctx, req)
 	}
 	if s.exempt(info.FullMethod) {
-		ctx = levee.WithCall(ctx, s.rules.Call(request{ctx: ctx}))
+		if tapped(ctx) == nil { // else the tap counted it and set its call
+			s.probes.Add(1)
+			ctx = levee.WithCall(ctx, s.rules.Call(request{ctx: ctx}))
+		}
 		resp, err = handler(ctx, req)
 		return resp, s.finish(ctx, err, nil)
 	}
@@ -455,6 +478,10 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 		return handler(srv, ss)
 	}
 	if s.exempt(info.FullMethod) {
+		if tapped(ctx) != nil { // the tap counted it and set its call
+			return s.finish(ctx, handler(srv, ss), ss)
+		}
+		s.probes.Add(1)
 		ctx = levee.WithCall(ctx, s.rules.Call(request{ctx: ctx}))
 		return s.finish(ctx, handler(srv, &serverStream{ServerStream: ss, ctx: ctx}), ss)
 	}

@@ -35,9 +35,14 @@
 //	                   untrusted caller may switch that on).
 //
 // Nobody is trusted by default: WithTrust opts callers in (for example by
-// their mTLS identity). Health and readiness probes (/healthz, /readyz,
-// /livez; WithHealthPaths) are never shed. Every levee header name can be
-// changed (WithHeaderNames, WithTransportHeaderNames).
+// their mTLS identity). Health and readiness probes, GET or HEAD on exactly
+// /healthz, /readyz or /livez (WithHealthPaths replaces the list), are
+// never shed and are counted apart (Handler.Probes). Every rejection the
+// Handler decides itself (a caller already gone, a budget already spent)
+// is counted in the controller like its own (admit's CountRejected), so
+// Snapshot.Rejected, the metrics and the status page see every rejection.
+// Every levee header name can be changed (WithHeaderNames,
+// WithTransportHeaderNames).
 //
 // Under overload a Go server queues requests in the kernel and the run
 // queue before any middleware runs. Listener with ConnContext stamps the

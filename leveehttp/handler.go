@@ -71,6 +71,14 @@ func (n HeaderNames) canonical() *HeaderNames {
 // busy (a killed overloaded instance moves its load onto its peers).
 var defaultHealthPaths = [...]string{"/healthz", "/readyz", "/livez"}
 
+// DefaultHealthPaths returns the health and readiness paths a Handler
+// exempts unless WithHealthPaths replaces them: /healthz, /readyz and
+// /livez (the Kubernetes conventions). It returns a new slice each time, so
+// that a caller can extend it:
+//
+//	leveehttp.WithHealthPaths(append(leveehttp.DefaultHealthPaths(), "/ping")...)
+func DefaultHealthPaths() []string { return append([]string(nil), defaultHealthPaths[:]...) }
+
 // DefaultRetryAfter is the advice a Handler sends with an overload or quota
 // rejection whose controller gave none: levee's one default, shared with
 // leveegrpc.
@@ -125,10 +133,14 @@ func WithTenant(f func(r *http.Request) string) HandlerOption {
 	return func(c *handlerConfig) { c.tenant = f }
 }
 
-// WithHealthPaths replaces the default health and readiness paths
-// (/healthz, /readyz, /livez): requests whose URL path is
-// exactly one of paths go straight to the next handler, never shed and
-// never counted. No paths means none is exempt.
+// WithHealthPaths sets the complete list of health and readiness paths,
+// replacing the default (DefaultHealthPaths; extend it with append to keep
+// it). A GET or HEAD request whose URL path is exactly one of paths (no
+// prefixes, no patterns, no query) goes straight to the next handler: it
+// is never shed, never rejected for its deadline, and counted only by
+// Probes. Any other method on those paths, and every other path, is
+// admitted as usual, so a probe path cannot be used to bypass shedding
+// with a costly request. No paths means none is exempt.
 func WithHealthPaths(paths ...string) HandlerOption {
 	return func(c *handlerConfig) {
 		c.health = make(map[string]bool, len(paths))
@@ -182,6 +194,11 @@ type Handler struct {
 	keys [inbound.NumKeys]string
 	// peers caches the default tenants of recent callers.
 	peers inbound.Peers
+	// count counts a rejection the Handler decides itself (caller gone,
+	// budget spent) in the controller (admit.Controller.CountRejected).
+	count func(levee.Criticality, levee.Reason)
+	// probes counts the health requests passed through (Probes).
+	probes atomic.Uint64
 }
 
 type loadValue struct {
@@ -190,14 +207,16 @@ type loadValue struct {
 }
 
 // NewHandler returns a Handler that admits each request through c before
-// calling next. For every request whose path is not a health path it:
+// calling next. For every request that is not a health probe (see
+// WithHealthPaths) it:
 //
 //   - reads Levee-Criticality, Levee-Tenant, Levee-Attempt and the timeout
 //     headers (Levee-Timeout-Ms, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms)
 //     as the package documentation describes, trusting nobody by default;
 //   - refuses, without calling next or reading the body, a request whose
-//     context is already done or whose time budget is spent (504), and one
-//     the controller rejects (503 overloaded, 429 quota, 504 deadline, with
+//     context is already done or whose time budget is spent (504, counted
+//     in c as a deadline rejection of its criticality), and one the
+//     controller rejects (503 overloaded, 429 quota, 504 deadline, with
 //     Retry-After, Levee-Retry-After-Ms and Levee-Reject);
 //   - otherwise calls next with a copy of the request whose context carries
 //     the levee.Call, the earlier of the server's and the caller's deadline
@@ -243,15 +262,29 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 	if c != nil {
 		h.admit = c.Admit
 		h.load = c.Load
+		h.count = c.CountRejected
 	} else {
 		h.admit = func(context.Context) (admit.Ticket, error) { return admit.Ticket{}, nil }
 		h.load = func() float64 { return 0 }
+		h.count = func(levee.Criticality, levee.Reason) {}
 	}
 	return h
 }
 
 // Unwrap returns the next handler.
 func (h *Handler) Unwrap() http.Handler { return h.next }
+
+// probe reports whether r is a health or readiness probe (see
+// WithHealthPaths).
+func (h *Handler) probe(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && h.cfg.health[r.URL.Path]
+}
+
+// Probes returns the number of health and readiness requests the Handler
+// passed to the next handler without admission (see WithHealthPaths),
+// since NewHandler: for metrics (leveeprom.NewProbeCollector). Safe for
+// concurrent use.
+func (h *Handler) Probes() uint64 { return h.probes.Load() }
 
 var errServerError = errors.New("leveehttp: handler answered with a status ≥ 500")
 
@@ -269,7 +302,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.loadHeader {
 		w.Header()[h.cfg.names.Load] = h.loadHeader()
 	}
-	if h.cfg.health[r.URL.Path] {
+	if h.probe(r) {
+		h.probes.Add(1)
 		h.next.ServeHTTP(w, r)
 		conn.done()
 		return
@@ -278,12 +312,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.queue.Observe(now.Sub(arrival))
 	}
 	ctx := r.Context()
-	if ctx.Err() != nil {
-		h.reject(w, errCallerGone)
-		return
-	}
 	in, err := h.rules.Derive(r, arrival, now)
+	if err == nil && ctx.Err() != nil {
+		err = errCallerGone
+	}
 	if err != nil {
+		// Answered here, before admission: counted where every other
+		// rejection is (Snapshot.Rejected, metrics, status page).
+		h.count(in.Call.Criticality, levee.Deadline)
 		h.reject(w, err)
 		return
 	}

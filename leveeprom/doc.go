@@ -52,6 +52,11 @@
 //	levee_run_queue_waiting                         gauge    requests waiting for a slot
 //	levee_run_queue_bound                           gauge    requests that may run at once (0: off)
 //
+// Health and readiness probes (ProbeCollector, reading leveehttp's
+// Handler.Probes or leveegrpc's Server.Probes):
+//
+//	levee_health_probes_total                       counter  probes passed through without admission
+//
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //
 //	levee_state_changes_total{kind}                 counter  overload_start, overload_end, degrade_changed,

@@ -83,29 +83,30 @@ var ErrExpired error = DeadlineNoRetry
 //     header (Levee-Timeout-Ms, grpc-timeout,
 //     X-Envoy-Expected-Rq-Timeout-Ms), malformed ones ignored, values
 //     above 24 h clamped (internal/wire). A budget ≤ 0, or one that ends
-//     no later than now, returns ErrExpired before any other header is
-//     read or the trust function runs.
+//     no later than now, returns ErrExpired, with the call still derived
+//     (so that the rejection is counted with its criticality) and no
+//     deadline.
 //   - The call is Call's.
 //
 // It does not allocate unless a tenant id must be hashed or Peer misses
 // its cache.
 func (x *Rules[R]) Derive(r R, arrival, now time.Time) (Request, error) {
-	var out Request
+	out := Request{Call: x.Call(r)}
 	budget, ok := wire.ParseTimeout(x.Header(r, TimeoutMs), x.Header(r, GRPCTimeout), x.Header(r, EnvoyTimeoutMs))
-	if ok {
-		if now.IsZero() {
-			now = x.now()
-		}
-		if arrival.IsZero() {
-			arrival = now
-		}
-		out.Deadline = arrival.Add(budget)
-		if budget <= 0 || !out.Deadline.After(now) {
-			return Request{}, ErrExpired
-		}
+	if !ok {
+		return out, nil
 	}
-	out.Call = x.Call(r)
-	return out, nil
+	if now.IsZero() {
+		now = x.now()
+	}
+	if arrival.IsZero() {
+		arrival = now
+	}
+	if dl := arrival.Add(budget); budget > 0 && dl.After(now) {
+		out.Deadline = dl
+		return out, nil
+	}
+	return out, ErrExpired
 }
 
 // Call reads the levee call of request r, without its deadline:

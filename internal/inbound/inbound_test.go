@@ -143,16 +143,34 @@ func hdrs(m map[Key][]string) (h [NumKeys][]string) {
 	return h
 }
 
-// TestDeriveExpiredRunsNoTrust: a spent budget is refused before the trust
-// function (which may be costly: a certificate lookup) runs.
-func TestDeriveExpiredRunsNoTrust(t *testing.T) {
+// TestDeriveExpiredKeepsCall: a spent budget still yields the call, so
+// that the rejection is counted with its criticality.
+func TestDeriveExpiredKeepsCall(t *testing.T) {
 	var peers Peers
 	x := testRules(&peers, false)
-	calls := 0
-	x.Trust = func(*req) bool { calls++; return true }
-	r := req{h: hdr(TimeoutMs, "0")}
-	if _, err := x.Derive(&r, t0, t0); err != ErrExpired || calls != 0 {
-		t.Errorf("err %v after %d trust calls, want ErrExpired after none", err, calls)
+	r := req{trusted: true, peer: "192.0.2.1:1", h: hdrs(map[Key][]string{TimeoutMs: {"0"}, Criticality: {"CRITICAL_PLUS"}})}
+	got, err := x.Derive(&r, t0, t0)
+	want := levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24"}
+	if err != ErrExpired || got.Call != want || !got.Deadline.IsZero() {
+		t.Errorf("Derive = %+v, %v; want %+v without a deadline, ErrExpired", got, err, want)
+	}
+}
+
+// TestDeriveReadsClockOnlyForBudgets: with no time given, the clock is
+// read for a request with a budget, and only then.
+func TestDeriveReadsClockOnlyForBudgets(t *testing.T) {
+	var peers Peers
+	x := testRules(&peers, false)
+	reads := 0
+	x.Now = func() time.Time { reads++; return t0 }
+	r := req{peer: "192.0.2.1:1"}
+	if _, err := x.Derive(&r, time.Time{}, time.Time{}); err != nil || reads != 0 {
+		t.Errorf("no budget: err %v after %d clock reads, want nil after 0", err, reads)
+	}
+	r.h[TimeoutMs] = []string{"250"}
+	got, err := x.Derive(&r, time.Time{}, time.Time{})
+	if err != nil || reads != 1 || !got.Deadline.Equal(t0.Add(250*time.Millisecond)) {
+		t.Errorf("budget: deadline %v, err %v after %d clock reads; want now+250ms, nil, 1", got.Deadline, err, reads)
 	}
 }
 
