@@ -56,6 +56,11 @@
 //	levee_would_shed_requests_per_second            gauge    in dry-run, the estimated rate it would shed
 //	levee_forced_shed_level                         gauge    shed level forced by a drill (0: none)
 //
+// Health and readiness probes (ProbeCollector, reading leveehttp's
+// Handler.Probes or leveegrpc's Server.Probes):
+//
+//	levee_health_probes_total                       counter  probes passed through without admission
+//
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //
 //	levee_state_changes_total{kind}                 counter  overload_start, overload_end, degrade_changed,
