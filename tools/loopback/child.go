@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // Environment of a re-executed child.
@@ -86,12 +86,12 @@ type backendReady struct {
 
 // loadConfig is the first line a load generator child reads on stdin.
 type loadConfig struct {
-	URL     string          `json:"url"`
-	Client  string          `json:"client"` // naive or levee
-	Timeout time.Duration   `json:"timeout"`
-	Retries int             `json:"retries"`
-	Phases  []loadgen.Phase `json:"phases,omitempty"`
-	Drain   time.Duration   `json:"drain"`
+	URL     string        `json:"url"`
+	Client  string        `json:"client"` // naive or levee
+	Timeout time.Duration `json:"timeout"`
+	Retries int           `json:"retries"`
+	Phases  []load.Phase  `json:"phases,omitempty"`
+	Drain   time.Duration `json:"drain"`
 	// Closed, if Workers > 0, measures the closed-loop peak instead.
 	Workers int           `json:"workers,omitempty"`
 	Warm    time.Duration `json:"warm,omitempty"`
@@ -290,31 +290,23 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 }
 
 func runLoadgen(cfg loadConfig, out *childOut) int {
-	tr := loadgen.NewTransport()
-	var do loadgen.Func
-	var client *http.Client
-	switch cfg.Client {
-	case "naive":
-		client = &http.Client{Transport: loadgen.CountAttempts(tr)}
-		do = loadgen.Naive(client, cfg.URL, cfg.Timeout, cfg.Retries)
-	case "levee":
-		client = &http.Client{Transport: leveeTransport(loadgen.CountAttempts(tr))}
-		do = loadgen.Single(client, cfg.URL, cfg.Timeout)
-	default:
-		out.send("error", "unknown client "+cfg.Client)
+	h, err := load.NewHTTP(load.HTTP{URL: cfg.URL, Client: cfg.Client, Timeout: cfg.Timeout, Retries: cfg.Retries, SendDeadline: true})
+	if err != nil {
+		out.send("error", err.Error())
 		return 2
 	}
 	ctx := context.Background()
 	if cfg.Workers > 0 {
-		rate := loadgen.Closed(ctx, cfg.Workers, cfg.Warm, cfg.Measure, loadgen.Once(client, cfg.URL, cfg.Timeout))
+		rate := load.Closed(ctx, cfg.Workers, cfg.Warm, cfg.Measure, h.Once())
 		out.send("capacity", rate)
 		return 0
 	}
-	rep, err := loadgen.Run(ctx, loadgen.Config{
+	rep, err := load.Run(ctx, load.Config{
 		Phases:   cfg.Phases,
-		Do:       do,
+		Do:       h.Func(),
 		Drain:    cfg.Drain,
-		Progress: func(p loadgen.Progress) { out.send("progress", p) },
+		Limits:   load.Limits{MaxRate: load.CeilingRate, MaxDuration: load.CeilingDuration},
+		Progress: func(p load.Progress) { out.send("progress", p) },
 	})
 	if err != nil {
 		out.send("error", err.Error())

@@ -5,7 +5,7 @@
 //   - The backend child (package backend) runs with GOMAXPROCS=1 and every
 //     thread pinned to the first allowed CPU (sched_setaffinity), serving
 //     CPU-bound requests, unprotected or behind levee.
-//   - The load generator child (package loadgen) is pinned to the second
+//   - The load generator child (package load) is pinned to the second
 //     CPU and drives an open-loop schedule of phases with keep-alive
 //     connections, as naive clients (per-attempt timeout, immediate
 //     retries, no budget) or levee clients (leveehttp.NewTransport).

@@ -18,17 +18,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // Client kinds for Config.Client.
 const (
 	// Naive: per-attempt timeout, immediate retries on any failure, no
-	// budget, no throttling.
-	Naive = "naive"
+	// budget, no throttling (load.ClientNaive).
+	Naive = load.ClientNaive
 	// Levee: leveehttp.NewTransport with its defaults; Timeout is the
-	// request's overall deadline.
-	Levee = "levee"
+	// request's overall deadline (load.ClientLevee).
+	Levee = load.ClientLevee
 )
 
 // Config describes one run: a fresh backend process and a fresh load
@@ -48,19 +48,19 @@ type Config struct {
 	// Retries is the number of immediate retries of a Naive client.
 	Retries int
 	// Phases is the offered-load schedule.
-	Phases []loadgen.Phase
+	Phases []load.Phase
 	// Drain is how long the generator waits for stragglers. Default 4s.
 	Drain time.Duration
 	// Progress, if set, receives the generator's progress once a second.
-	Progress func(loadgen.Progress)
+	Progress func(load.Progress)
 }
 
 // Result is one run's outcome, client and server side.
 type Result struct {
-	Config  Config          `json:"-"`
-	Load    *loadgen.Report `json:"load"`
-	Server  backend.Report  `json:"server"`
-	Backend backendReady    `json:"backend"`
+	Config  Config         `json:"-"`
+	Load    *load.Result   `json:"load"`
+	Server  backend.Report `json:"server"`
+	Backend backendReady   `json:"backend"`
 }
 
 // Placement says which CPUs the children are pinned to; -1 is unpinned.
@@ -182,12 +182,12 @@ func (c *child) kill() {
 
 // next returns the next message of one of kinds, handing progress
 // messages to onProgress; it fails on an error message or the child's end.
-func (c *child) next(onProgress func(loadgen.Progress), kinds ...string) (message, error) {
+func (c *child) next(onProgress func(load.Progress), kinds ...string) (message, error) {
 	for m := range c.msgs {
 		switch m.Kind {
 		case "progress":
 			if onProgress != nil {
-				var p loadgen.Progress
+				var p load.Progress
 				if json.Unmarshal(m.Data, &p) == nil {
 					onProgress(p)
 				}
@@ -218,7 +218,7 @@ func (c *child) role() string {
 	return "?"
 }
 
-func scheduleLength(ph []loadgen.Phase) time.Duration {
+func scheduleLength(ph []load.Phase) time.Duration {
 	var d time.Duration
 	for _, p := range ph {
 		d += p.Duration
