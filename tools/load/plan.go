@@ -49,8 +49,9 @@ type PlanConfig struct {
 	Settle time.Duration
 	// Retry is the client model of the metastability check (ClientNaive
 	// with Retries, or ClientLevee); "" skips the check. The check offers
-	// 0.7× the knee, then 2× it for one step, then 0.7× again for three
-	// steps, and sees whether goodput comes back.
+	// 0.7× the knee for two steps, then 2× it for one step, then 0.7×
+	// again for three steps (at least 5 s and 8 s), and sees whether
+	// goodput comes back.
 	Retry   string
 	Retries int
 	// PeakRPS is the demand to size a fleet for; 0 skips the sizing.
@@ -82,6 +83,9 @@ type PlanStep struct {
 	// Saturated: goodput fell below 90% of the offered load: the service
 	// no longer follows it.
 	Saturated bool `json:"saturated"`
+	// Confirm marks the second measurement of a rate whose first step
+	// broke the SLO (the better of the two counts).
+	Confirm bool `json:"confirm,omitempty"`
 	// CPUPerRequestS (core-seconds) and Utilisation, when a CPU source
 	// gave them.
 	CPUPerRequestS float64 `json:"cpu_per_request_s,omitempty"`
@@ -240,11 +244,13 @@ func (c *PlanConfig) defaults() error {
 //  3. past: steps at 1.25×, 1.6× and 2× the knee: the breaking point and
 //     the goodput past it;
 //  4. metastability (with cfg.Retry clients): 0.7× knee, 2× knee, 0.7×
-//     knee, and whether goodput comes back;
+//     knee (metastabilityPhases), and whether goodput comes back;
 //  5. the CPU cost per request (cfg.CPU), the sizing (cfg.PeakRPS) and the
 //     shedding threshold.
 //
-// After a step that broke the SLO, Plan waits (at most cfg.Settle) until
+// A step of the ramp or the search that breaks the SLO is measured once
+// more before the plan believes it (judge). After a step that broke the
+// SLO, Plan waits (at most cfg.Settle) until
 // single requests are answered within the SLO again, so that a queue left
 // by one step does not spoil the next. The whole plan stays within
 // cfg.Budget; cancelling ctx stops it, and the report covers what ran
@@ -315,11 +321,11 @@ func (p *planner) run(ctx context.Context) error {
 func (p *planner) ramp(ctx context.Context) (lastOK, broke *PlanStep, err error) {
 	rate := p.cfg.Start
 	for {
-		s, err := p.step(ctx, "ramp", rate)
+		s, err := p.judge(ctx, "ramp", rate)
 		if err != nil {
 			return lastOK, broke, err
 		}
-		if s.MeetsSLO && !s.Saturated {
+		if s.ok() {
 			lastOK = s
 			if rate >= p.cfg.Max {
 				return lastOK, nil, nil
@@ -347,11 +353,11 @@ func (p *planner) refine(ctx context.Context, ok, broke *PlanStep) (*PlanStep, e
 			return ok, err
 		}
 		mid := math.Sqrt(lo * hi)
-		s, err := p.step(ctx, "refine", mid)
+		s, err := p.judge(ctx, "refine", mid)
 		if err != nil {
 			return ok, err
 		}
-		if s.MeetsSLO && !s.Saturated {
+		if s.ok() {
 			lo, ok = mid, s
 		} else {
 			hi = mid
@@ -388,7 +394,11 @@ func (p *planner) metastability(ctx context.Context) error {
 	if p.cfg.Retry == ClientNaive {
 		m.Retries = p.cfg.Retries
 	}
-	if err := p.fits(6*p.cfg.Step + time.Duration(m.Retries+1)*p.cfg.Target.timeout()); err != nil {
+	var length time.Duration
+	for _, ph := range metastabilityPhases(p.cfg.Step, normal, over) {
+		length += ph.Duration
+	}
+	if err := p.fits(length + time.Duration(m.Retries+1)*p.cfg.Target.timeout()); err != nil {
 		return err
 	}
 	run, err := p.check(ctx, normal, over)
@@ -414,6 +424,32 @@ func (p *planner) fits(d time.Duration) error {
 	}
 	return nil
 }
+
+// judge measures a step and, if it broke the SLO or saturated, measures
+// it once more after the service settled: noise on a shared machine only
+// adds latency and failures, so one bad step is confirmed before the plan
+// believes it. It returns the better of the two.
+func (p *planner) judge(ctx context.Context, stage string, rate float64) (*PlanStep, error) {
+	s, err := p.step(ctx, stage, rate)
+	if err != nil || s.ok() {
+		return s, err
+	}
+	if err := p.wait(ctx); err != nil {
+		return s, err
+	}
+	again, err := p.step(ctx, stage, rate)
+	if err != nil {
+		return s, err
+	}
+	p.sum.Steps[len(p.sum.Steps)-1].Confirm = true
+	if again.ok() {
+		return again, nil
+	}
+	return s, nil
+}
+
+// ok says whether a step met the SLO and followed the load.
+func (s *PlanStep) ok() bool { return s.MeetsSLO && !s.Saturated }
 
 // step offers rate for one step with single-attempt clients and records
 // it.
@@ -529,14 +565,9 @@ func (l *livePlan) check(ctx context.Context, normal, over float64) (report.Run,
 		return report.Run{}, err
 	}
 	defer h.CloseIdleConnections()
-	d := l.cfg.Step
 	res, err := Run(ctx, Config{
-		Phases: []Phase{
-			{Name: "normal", Rate: normal, Duration: 2 * d},
-			{Name: "overload", Rate: over, Duration: d},
-			{Name: "after", Rate: normal, Duration: 3 * d},
-		},
-		Do: h.Func(), Mix: l.cfg.Mix, Limits: l.cfg.Limits,
+		Phases: metastabilityPhases(l.cfg.Step, normal, over),
+		Do:     h.Func(), Mix: l.cfg.Mix, Limits: l.cfg.Limits,
 		Drain:    h.Timeout*time.Duration(h.Retries+1) + time.Second,
 		Progress: l.cfg.Progress,
 	})
@@ -547,6 +578,18 @@ func (l *livePlan) check(ctx context.Context, normal, over float64) (report.Run,
 		return res.Run(), ctx.Err()
 	}
 	return res.Run(), nil
+}
+
+// metastabilityPhases is the schedule of the metastability check: the
+// normal load for two steps (at least 5 s: the pre-trigger goodput), the
+// overload for one step, and the normal load again for three steps (at
+// least 8 s: recovery_s needs 3 s in a row of it).
+func metastabilityPhases(step time.Duration, normal, over float64) []Phase {
+	return []Phase{
+		{Name: "normal", Rate: normal, Duration: max(2*step, 5*time.Second)},
+		{Name: "overload", Rate: over, Duration: step},
+		{Name: "after", Rate: normal, Duration: max(3*step, 8*time.Second)},
+	}
 }
 
 // wait lets the service settle after a step, within the budget.

@@ -77,7 +77,9 @@ type backendConfig struct {
 	Limit      time.Duration `json:"limit"` // hard limit on the child's life
 }
 
-type backendReady struct {
+// Ready is what a backend child says once it serves: its address, its
+// calibrated work, its GOMAXPROCS and the CPU it is pinned to.
+type Ready struct {
 	Addr       string       `json:"addr"`
 	Work       backend.Work `json:"work"`
 	GOMAXPROCS int          `json:"gomaxprocs"`
@@ -221,11 +223,22 @@ func pinFromEnv() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bad %s=%q", envCPU, v)
 	}
+	if err := PinSelf(cpu); err != nil {
+		return "", err
+	}
+	return "cpu" + v, nil
+}
+
+// PinSelf pins every thread of this process to cpu (sched_setaffinity);
+// threads created later inherit the mask from the thread that creates
+// them. A test that drives load from its own process pins itself to
+// Place().Loadgen, away from a backend child on Place().Backend.
+func PinSelf(cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return "", err
+		return err
 	}
 	for _, t := range tasks {
 		tid, err := strconv.Atoi(t.Name())
@@ -233,10 +246,10 @@ func pinFromEnv() (string, error) {
 			continue
 		}
 		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return "", fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+			return fmt.Errorf("loopback: pin thread %d to cpu %d: %w", tid, cpu, err)
 		}
 	}
-	return "cpu" + v, nil
+	return nil
 }
 
 func runBackend(cfg backendConfig, pinned string, out *childOut) int {
@@ -266,7 +279,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 	defer cancel()
 	go srv.Run(ctx)
 	go func() { _ = srv.Serve(ln, hs) }()
-	out.send("ready", backendReady{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
+	out.send("ready", Ready{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
 	if err := syscall.SetNonblock(0, true); err != nil {
 		out.send("error", err.Error())
 		return 1
