@@ -35,6 +35,7 @@ type config struct {
 	logger   *slog.Logger
 	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
 	runBound int           // fixed bound; ≤ 0: learned
+	tenants  TenantLimiter // consulted after quotas (fleetquota.go)
 }
 
 type tenantQuota struct {

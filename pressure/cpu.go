@@ -161,7 +161,7 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		period:  100 * time.Millisecond,
 		tau:     200 * time.Millisecond,
 		fsys:    os.DirFS("/"),
-		usage:   processCPU,
+		usage:   ProcessCPU,
 		procs:   func() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) },
 		refresh: time.Second,
 	}
