@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +56,7 @@ func (f *targetFlags) target(client string, retries int) (load.HTTP, load.Mix, l
 	if f.Timeout <= 0 || f.Timeout > time.Minute {
 		return h, mix, load.Limits{}, usagef("--timeout %v out of (0, 1m]", f.Timeout)
 	}
-	if !contains(load.Clients, client) {
+	if !slices.Contains(load.Clients, client) {
 		return h, mix, load.Limits{}, usagef("unknown client model %q%s (want %s)", client, suggest.Hint(client, load.Clients), strings.Join(load.Clients, ", "))
 	}
 	if retries < 0 || retries > 10 {
@@ -91,15 +92,6 @@ func (f *targetFlags) target(client string, retries int) (load.HTTP, load.Mix, l
 	return h, mix, load.Limits{MaxRate: f.MaxRate, MaxDuration: f.MaxDuration}, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // progress returns the live progress printer, or nil with --quiet.
 func (f *targetFlags) progress(e *env) func(load.Progress) {
 	if f.Quiet {
@@ -118,20 +110,7 @@ func (f *targetFlags) output(e *env, v any, text func(io.Writer) error, html fun
 		return err
 	}
 	if f.HTML != "" {
-		out, err := os.Create(f.HTML)
-		if err != nil {
-			return err
-		}
-		if err := html(out); err != nil {
-			out.Close()
-			return err
-		}
-		if err := out.Close(); err != nil {
-			return err
-		}
-		if !f.Quiet {
-			fmt.Fprintf(e.stderr, "levee load: wrote %s\n", f.HTML)
-		}
+		return writeFile(e, f.Quiet, f.HTML, html)
 	}
 	return nil
 }
@@ -265,7 +244,7 @@ func parsePhase(s string) (load.Phase, error) {
 }
 
 func hasPhase(ps []load.Phase, name string) bool {
-	return contains(phaseNames(ps), name)
+	return slices.Contains(phaseNames(ps), name)
 }
 
 func phaseNames(ps []load.Phase) []string {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/levee-dev/levee/tools/load"
@@ -29,7 +30,7 @@ func (c *loadPlanCmd) Run(e *env) error {
 	retry, retries := c.Retry, c.Retries
 	if retry == "off" {
 		retry = ""
-	} else if !contains(load.Clients, retry) {
+	} else if !slices.Contains(load.Clients, retry) {
 		return usagef("--retry %q: want naive, levee, none or off", c.Retry)
 	}
 	h, mix, limits, err := c.target(load.ClientNone, retries)

@@ -164,3 +164,23 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// writeFile writes a file with f (an HTML report, a chart) and, unless
+// quiet, says so on stderr.
+func writeFile(e *env, quiet bool, name string, f func(io.Writer) error) error {
+	out, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := f(out); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Fprintf(e.stderr, "levee: wrote %s\n", name)
+	}
+	return nil
+}
