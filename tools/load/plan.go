@@ -135,9 +135,11 @@ type PlanSummary struct {
 	BreakingRPS float64 `json:"breaking_rps"`
 	MaxTriedRPS float64 `json:"max_tried_rps"`
 	// PeakGoodputRPS is the highest goodput of any step; PastGoodputRPS
-	// the goodput at the highest rate tried past the knee, and
-	// PastGoodputShare its share of PeakGoodputRPS.
+	// the goodput at the highest rate tried past the knee (PastRPS; 0
+	// when no step went past it), and PastGoodputShare its share of
+	// PeakGoodputRPS.
 	PeakGoodputRPS   float64        `json:"peak_goodput_rps"`
+	PastRPS          float64        `json:"past_rps"`
 	PastGoodputRPS   float64        `json:"past_goodput_rps"`
 	PastGoodputShare float64        `json:"past_goodput_share"`
 	Metastability    *Metastability `json:"metastability,omitempty"`
@@ -300,8 +302,12 @@ func (p *planner) run(ctx context.Context) error {
 		p.sum.KneeRPS = report.Round(lastOK.GoodputRPS)
 	}
 	if broke == nil {
+		// Nothing to step past, and no overload within the maximum to
+		// check recovery from.
 		p.sum.Reason = fmt.Sprintf("the service met its SLO up to the maximum rate tried, %.0f requests/s", p.cfg.Max)
-	} else if p.sum.KneeRPS > 0 {
+		return nil
+	}
+	if p.sum.KneeRPS > 0 {
 		if err := p.past(ctx); err != nil {
 			return err
 		}
@@ -616,6 +622,7 @@ func (p *planner) report() *PlanReport {
 		}
 	}
 	if highest != nil {
+		s.PastRPS = highest.OfferedRPS
 		s.PastGoodputRPS = highest.GoodputRPS
 		s.PastGoodputShare = report.Share(highest.GoodputRPS, s.PeakGoodputRPS)
 	}

@@ -42,8 +42,8 @@ func (r *PlanReport) WriteText(w io.Writer) error {
 	} else {
 		line("breaking point", "not reached up to %.0f requests/s", s.MaxTriedRPS)
 	}
-	if s.PastGoodputRPS > 0 || s.PeakGoodputRPS > 0 {
-		line("goodput past it", "%.0f requests/s at the highest rate tried, %.0f%% of the peak %.0f", s.PastGoodputRPS, 100*s.PastGoodputShare, s.PeakGoodputRPS)
+	if s.PastRPS > 0 {
+		line("goodput past it", "%.0f requests/s at %.0f offered, %.0f%% of the peak %.0f", s.PastGoodputRPS, s.PastRPS, 100*s.PastGoodputShare, s.PeakGoodputRPS)
 	}
 	if m := s.Metastability; m != nil {
 		who := m.Client
