@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/levee-dev/levee/internal/suggest"
 	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/report"
 	"github.com/levee-dev/levee/tools/report/chart"
-	"github.com/levee-dev/levee/tools/suggest"
 )
 
 type loadCmd struct {

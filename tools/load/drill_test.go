@@ -5,22 +5,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/leveehttp"
 )
 
 // drillService is a test service: an admin endpoint after the contract of
 // leveehttp.Admin (GET, POST and DELETE …/levee/admin/drill with a bearer
 // token), an application whose responses say the degradation level in
-// force, and shedding by criticality at a forced shed level. broken
-// names a degraded path that rots: "json" (level 2 loses its "degraded"
-// field) or "order" (shedding starts with CRITICAL_PLUS).
+// force, and shedding by criticality at a forced shed level. levee's
+// admission controller cannot force a shed level yet (the endpoint takes
+// any ShedForcer), so the order of shedding is drilled against this stub.
+// broken names a degraded path that rots: "json" (level 2 loses its
+// "degraded" field) or "order" (shedding starts with CRITICAL_PLUS).
 type drillService struct {
 	token  string
 	broken string
@@ -297,5 +305,85 @@ func TestCheckEval(t *testing.T) {
 	c, _ := ParseCheck("*: json:a")
 	if got := c.Eval(200, nil, []byte("<html>")); got != "body is not JSON" {
 		t.Errorf("non-JSON body: %q", got)
+	}
+}
+
+// levelService is a levee service as a user builds one: levee's handler
+// with an admission controller and a degradation controller, and the
+// admin endpoint (leveehttp.NewAdmin) outside admission control. Its
+// handler degrades by the level in its context; rotten leaves the
+// "degraded" field out from level 2 on.
+func levelService(t *testing.T, rotten bool) *httptest.Server {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Admin.Enabled = true
+	cfg.Admin.Token = testToken + "-long-enough"
+	rl, err := config.NewReloader(cfg, config.WithEnv(nil), config.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deg := degrade.New()
+	ctl := admit.New(admit.WithDegrade(deg))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go ctl.Run(ctx)
+	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := degrade.FromContext(r.Context())
+		doc := map[string]any{"degraded": l > 0}
+		if rotten && l >= 2 {
+			doc = map[string]any{}
+		}
+		if l > 0 {
+			w.Header().Set("X-Degraded", strconv.Itoa(int(l)))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(doc)
+	})
+	admin := leveehttp.NewAdmin(rl, leveehttp.WithAdminDegrade(deg), leveehttp.WithAdminLogger(slog.New(slog.DiscardHandler)))
+	mux := http.NewServeMux()
+	mux.Handle(admin.Prefix()+"/", admin)
+	mux.Handle("/", leveehttp.NewHandler(app, ctl))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// The drill against levee's own admin endpoint: every degradation level
+// of the service is forced, reaches the handler, and the checks pass;
+// with a rotten path the drill fails naming its level and check.
+func TestDrillLeveeService(t *testing.T) {
+	for _, rotten := range []bool{false, true} {
+		srv := levelService(t, rotten)
+		var checks []Check
+		for _, s := range []string{"*: status=200", ">=1: header:X-Degraded", "0: !header:X-Degraded", ">=1: json:degraded=true", "0: json:degraded=false"} {
+			c, err := ParseCheck(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checks = append(checks, c)
+		}
+		admin := &Admin{URL: srv.URL + "/levee/admin", Token: testToken + "-long-enough"}
+		rep, err := Drill(context.Background(), DrillConfig{Target: HTTP{URL: srv.URL + "/app"}, Admin: admin, Checks: checks, Rate: 50, Hold: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := rep.Drill
+		if len(d.Levels) < 3 {
+			t.Fatalf("rotten %v: %d levels, want the service's 0 … max (at least 0, 1, 2)", rotten, len(d.Levels))
+		}
+		for _, l := range d.Levels {
+			if l.Level > 0 && !l.Forced {
+				t.Errorf("rotten %v: %s not confirmed by the endpoint", rotten, l.Name)
+			}
+		}
+		if !rotten && (!d.Passed || len(d.Failures) > 0) {
+			t.Errorf("working service: failures %v", d.Failures)
+		}
+		if rotten && (d.Passed || len(d.Failures) == 0 || !strings.HasPrefix(d.Failures[0], `level 2: check ">=1: json:degraded=true" failed on`)) {
+			t.Errorf("rotten service: passed %v, failures %v; want level 2's check named", d.Passed, d.Failures)
+		}
+		if st, err := admin.State(context.Background()); err != nil || st.Degrade != nil {
+			t.Errorf("after the drill: %+v, %v; want nothing forced", st, err)
+		}
 	}
 }

@@ -256,3 +256,41 @@ func procCPU(pid int) float64 {
 	}
 	return r.Seconds
 }
+
+// TestLoadDrillOverload drives load past the threshold of a levee-protected
+// backend and of a bare one, with the four criticalities alike: the levee
+// backend sheds lowest criticality first (untrusted callers cannot raise
+// theirs above CRITICAL, so CRITICAL_PLUS is shed as CRITICAL) and the
+// drill passes; the bare backend rejects nothing explicitly and the drill
+// fails, saying so.
+func TestLoadDrillOverload(t *testing.T) {
+	pinGenerator(t)
+	ctx := context.Background()
+	work := envDuration(t, "LEVEE_LOAD_WORK", 2*time.Millisecond)
+	for _, prot := range []string{backend.Levee, backend.None} {
+		b, err := StartBackend(ctx, prot, work, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := "http://" + b.Addr + "/work"
+		h, _ := load.NewHTTP(load.HTTP{URL: url, Client: load.ClientNone, Timeout: 5 * time.Second})
+		closed := load.Closed(ctx, 8, 500*time.Millisecond, 2*time.Second, h.Once())
+		h.CloseIdleConnections()
+		rep, err := load.Drill(ctx, load.DrillConfig{
+			Target: load.HTTP{URL: url, Timeout: time.Second}, Levels: []int{0}, OverloadRPS: 3 * closed, Hold: 4 * time.Second,
+		})
+		b.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text bytes.Buffer
+		_ = rep.WriteText(&text)
+		t.Logf("%s (closed-loop capacity %.0f req/s):\n%s", prot, closed, text.String())
+		if prot == backend.Levee && !rep.Drill.Passed {
+			t.Errorf("levee backend: the drill failed: %v", rep.Drill.Failures)
+		}
+		if prot == backend.None && rep.Drill.Passed {
+			t.Errorf("bare backend: the drill passed, want it to find nothing shed")
+		}
+	}
+}
