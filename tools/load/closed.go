@@ -1,10 +1,12 @@
-package loadgen
+package load
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // closedBucket is the resolution of Closed's sliding window.
@@ -44,21 +46,9 @@ func Closed(ctx context.Context, workers int, warm, d time.Duration, do func(ctx
 		}()
 	}
 	wg.Wait()
-	per := int(time.Second / closedBucket)
-	if len(buckets) < per {
-		var n int64
-		for i := range buckets {
-			n += buckets[i].Load()
-		}
-		return float64(n) / d.Seconds()
+	rates := make([]float64, len(buckets))
+	for i := range buckets {
+		rates[i] = float64(buckets[i].Load()) / closedBucket.Seconds()
 	}
-	var best int64
-	for i := 0; i+per <= len(buckets); i++ {
-		var n int64
-		for k := i; k < i+per; k++ {
-			n += buckets[k].Load()
-		}
-		best = max(best, n)
-	}
-	return float64(best)
+	return report.BestSecond(rates, closedBucket.Seconds())
 }
