@@ -31,8 +31,9 @@ type QueueDelay struct {
 	min atomic.Int64 // minimum delay of the open interval, ns; noObservation when none
 	_   [56]byte     // keep the contended word apart from the fields below
 
-	cfg   queueConfig
-	value atomicFloat
+	cfg    queueConfig
+	target atomicFloat
+	value  atomicFloat
 
 	mu      sync.Mutex
 	lastAt  time.Time
@@ -89,6 +90,7 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 	}
 	ch.mustValid()
 	q := &QueueDelay{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	q.target.store(cfg.target)
 	q.min.Store(noObservation)
 	q.value.store(math.NaN())
 	q.reading = QueueReading{Value: math.NaN(), Min: math.NaN()}
@@ -103,7 +105,7 @@ func (q *QueueDelay) Name() string { return "queue_delay" }
 func (q *QueueDelay) Value() float64 { return q.value.load() }
 
 // Target returns the target delay in seconds (default 0.005).
-func (q *QueueDelay) Target() float64 { return q.cfg.target }
+func (q *QueueDelay) Target() float64 { return q.target.load() }
 
 // Period returns the interval, Run's sampling period.
 func (q *QueueDelay) Period() time.Duration { return q.cfg.interval }
