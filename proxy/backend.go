@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/throttle"
 )
 
@@ -116,10 +115,10 @@ func (b *backend) score() float64 {
 	return float64(b.inflight.Load()+1) / float64(c) * math.Float64frombits(b.cost.Load())
 }
 
-// observe records one finished attempt: the sample window, the outlier
-// counter, the throttle and the counters. rtt is the time to response
-// headers (or to the failure).
-func (b *backend) observe(o outcome, rtt time.Duration, crit levee.Criticality, now time.Time) {
+// observe records one finished attempt for the sample window, the
+// outlier counter and the counters (the forwarder reports it to the
+// throttle). rtt is the time to response headers (or to the failure).
+func (b *backend) observe(o outcome, rtt time.Duration) {
 	b.count[o].Add(1)
 	switch o {
 	case answered:
@@ -128,16 +127,10 @@ func (b *backend) observe(o outcome, rtt time.Duration, crit levee.Criticality, 
 		if b.consec.Load() != 0 {
 			b.consec.Store(0)
 		}
-		if b.th != nil {
-			b.th.DoneAt(now, crit, true)
-		}
 	case overloaded:
 		b.win.over.Add(1)
 		if b.consec.Load() != 0 {
 			b.consec.Store(0)
-		}
-		if b.th != nil {
-			b.th.DoneAt(now, crit, false)
 		}
 	case failed:
 		b.consec.Add(1)

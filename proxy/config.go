@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/levee-dev/levee/internal/outbound"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
 )
@@ -322,7 +323,7 @@ func DefaultConfig() *Config {
 		},
 		Throttle:   Throttle{Enabled: true, K: throttle.DefaultK},
 		Queue:      Queue{MaxWait: 500 * time.Millisecond},
-		Forward:    Forward{Host: "preserve", Margin: 10 * time.Millisecond},
+		Forward:    Forward{Host: "preserve", Margin: outbound.DefaultMargin},
 		Drain:      Drain{Delay: 5 * time.Second, Timeout: 30 * time.Second},
 		StatusPath: "/levee/proxy",
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/outbound"
 	"github.com/levee-dev/levee/internal/wire"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -70,9 +71,6 @@ func idempotent(r *http.Request) bool {
 // gives up).
 var attemptOverloaded = &levee.RejectedError{Reason: levee.Overloaded}
 
-// errLocalDeadline: less than a millisecond would be left for the backend.
-var errLocalDeadline = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-
 func (f *forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 	h := f.h
 	s := h.settings.Load()
@@ -127,22 +125,24 @@ func (f *forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 		end := h.now()
 
 		var o outcome
+		var th outbound.Outcome
 		var failure error // what retry.Attempts is told
 		var kind failKind
 		var rej *levee.RejectedError
 		if err == nil {
-			o, rej = judgeResponse(resp)
+			o, th, rej = judgeResponse(resp)
 			f.readLoad(b, resp, end)
 			if rej != nil && !rej.NoRetry {
 				failure = attemptOverloaded
 			}
 		} else {
-			o, failure, kind = judgeError(ctx, err)
+			o, th, failure, kind = judgeError(ctx, err)
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				b.refused.Store(true)
 			}
 		}
-		b.observe(o, end.Sub(start), call.Criticality, end)
+		b.observe(o, end.Sub(start))
+		th.Report(b.th, end, call.Criticality)
 		if failure == nil && err == nil {
 			return f.deliver(ctx, resp, b), nil
 		}
@@ -161,7 +161,7 @@ func (f *forwarder) RoundTrip(out *http.Request) (*http.Response, error) {
 				rs.retries++
 			}
 			excl = exclude{b}
-			if sleep(ctx, wait) != nil {
+			if outbound.Sleep(ctx, wait) != nil {
 				return nil, callerError(ctx)
 			}
 			continue
@@ -207,9 +207,12 @@ func (f *forwarder) acquire(ctx context.Context, c levee.Criticality, excl exclu
 	}
 }
 
-// judgeResponse says what a response tells of its backend and, for a 503,
-// returns it as a rejection (with its no-retry and delay).
-func judgeResponse(resp *http.Response) (outcome, *levee.RejectedError) {
+// judgeResponse says what a response tells of its backend: for the limit
+// and ejection (o), for the throttle (th, by outbound's one rule: overload
+// and quota rejections count against the backend), and, for a 503, the
+// rejection with its no-retry and delay. Any 503 is an overload: backends
+// without levee say so with a bare 503.
+func judgeResponse(resp *http.Response) (o outcome, th outbound.Outcome, rej *levee.RejectedError) {
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable:
 		_, noRetry, _ := wire.ParseReject(resp.Header[wire.Reject])
@@ -217,48 +220,57 @@ func judgeResponse(resp *http.Response) (outcome, *levee.RejectedError) {
 		if !ok {
 			d, _ = wire.ParseRetryAfter(resp.Header[wire.RetryAfter], time.Now())
 		}
-		return overloaded, &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: d, NoRetry: noRetry || pushNoRetry}
+		rej = &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: d, NoRetry: noRetry || pushNoRetry}
+		return overloaded, outbound.Overload, rej
+	case http.StatusTooManyRequests:
+		return answered, outbound.Judge(errQuota), nil
 	case http.StatusGatewayTimeout:
 		if r, _, ok := wire.ParseReject(resp.Header[wire.Reject]); ok && r == levee.Deadline {
-			return answered, nil // the backend judged the budget too short: it works
+			return answered, outbound.Answered, nil // the backend judged the budget too short: it works
 		}
-		return overloaded, nil
+		return overloaded, outbound.Overload, nil // no answer in time from its own upstream
 	case http.StatusInternalServerError, http.StatusBadGateway:
-		return failed, nil
+		return failed, outbound.Answered, nil
 	}
-	return answered, nil
+	return answered, outbound.Answered, nil
 }
 
-// judgeError classifies a failed exchange: what it says of the backend,
-// what retry.Attempts is told (marked Unsent when nothing left, Retryable
-// when an idempotent request may go elsewhere), and how the proxy answers.
-func judgeError(ctx context.Context, err error) (outcome, error, failKind) {
+// errQuota stands for a backend's 429 when judging it for the throttle.
+var errQuota = &levee.RejectedError{Reason: levee.Quota}
+
+// judgeError classifies a failed exchange: what it says of the backend
+// (o for the limit and ejection, th by outbound's one rule for the
+// throttle), what retry.Attempts is told (marked Unsent when nothing left,
+// Retryable when an idempotent request may go elsewhere), and how the
+// proxy answers.
+func judgeError(ctx context.Context, err error) (o outcome, th outbound.Outcome, marked error, kind failKind) {
+	th = outbound.Judge(err)
 	if ctx.Err() != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return overloaded, err, failTimeout // no answer within the caller's budget
+			return overloaded, outbound.Overload, err, failTimeout // no answer within the caller's budget
 		}
-		return unreached, err, failOther
+		return unreached, outbound.Unreached, err, failOther
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return failed, retry.Unsent(err), failUnreachable
+		return failed, th, retry.Unsent(err), failUnreachable
 	}
 	var dns *net.DNSError
 	if errors.As(err, &dns) {
-		return failed, retry.Unsent(err), failUnreachable
+		return failed, th, retry.Unsent(err), failUnreachable
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return overloaded, retry.Retryable(err), failTimeout
+		return overloaded, th, retry.Retryable(err), failTimeout
 	}
-	return failed, retry.Retryable(err), failReset
+	return failed, th, retry.Retryable(err), failReset
 }
 
 // callerError is the answer when the caller's context ended: its deadline
 // (504) or its departure.
 func callerError(ctx context.Context) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return errLocalDeadline
+		return outbound.ErrLocalDeadline
 	}
 	return ctx.Err()
 }
@@ -299,10 +311,9 @@ func (f *forwarder) attemptRequest(out *http.Request, b *backend, n int, call le
 	hasDL bool, body *replay, s *settings) (*http.Request, error) {
 	hd := out.Header
 	if hasDL {
-		left := deadline.Sub(now)
-		left -= min(s.margin, left/10)
-		if left < time.Millisecond {
-			return nil, errLocalDeadline
+		left, ok := outbound.Left(now, deadline, s.margin)
+		if !ok {
+			return nil, outbound.ErrLocalDeadline
 		}
 		var buf [24]byte
 		hd[wire.TimeoutMs] = []string{string(wire.AppendTimeoutMs(buf[:0], left))}
@@ -388,19 +399,4 @@ func drain(b io.ReadCloser) {
 	}
 	_, _ = io.CopyN(io.Discard, b, drainLimit)
 	_ = b.Close()
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -33,7 +33,7 @@ func (h *Handler) scheduleChecks(ctx context.Context, now time.Time, wg *sync.Wa
 		}
 		wg.Go(func() {
 			defer b.checking.Store(false)
-			res := h.check(ctx, b, hc)
+			res := h.probe(ctx, b, hc)
 			if ctx.Err() != nil {
 				return
 			}
@@ -49,13 +49,13 @@ func (h *Handler) scheduleChecks(ctx context.Context, now time.Time, wg *sync.Wa
 
 func (h *Handler) uniform() float64 { return float64(h.rand()>>11) / (1 << 53) }
 
-// check runs one active health check of b: GET path. A 2xx is healthy; a
+// probe runs one active health check of b: GET path. A 2xx is healthy; a
 // levee rejection (503 or 429 with Levee-Reject) or a 429 is overloaded,
 // which is alive; a timeout while b answered proxied requests during the
 // check is overloaded too (its checks wait in the same queue as its
 // traffic: that is how the founding text's avalanche ejects busy
 // backends); anything else fails.
-func (h *Handler) check(ctx context.Context, b *backend, hc Health) checkResult {
+func (h *Handler) probe(ctx context.Context, b *backend, hc Health) checkResult {
 	before := b.count[answered].Load()
 	cctx, cancel := context.WithTimeout(ctx, hc.Timeout)
 	defer cancel()

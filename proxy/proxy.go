@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,9 +93,10 @@ func WithTransport(f func(addr string) http.RoundTripper) Option {
 // net.DefaultResolver.
 func WithResolver(r Resolver) Option { return func(o *options) { o.resolver = r } }
 
-// WithExempt serves h at path (exactly), outside admission: never shed,
-// never proxied. The command mounts /metrics, levee's status page and the
-// admin endpoint this way.
+// WithExempt serves h at path, outside admission: never shed, never
+// proxied. A path ending in "/" serves everything below it too. The
+// command mounts /metrics, levee's status page and the admin endpoint
+// this way.
 func WithExempt(path string, h http.Handler) Option {
 	return func(o *options) {
 		if o.exempt == nil {
@@ -130,7 +132,8 @@ type Handler struct {
 	edge     http.Handler
 	edgeRule Edge
 	exempt   map[string]http.Handler
-	ready    string // the probe path that fails while draining
+	prefixes []string // exempt paths ending in "/"
+	ready    string   // the probe path that fails while draining
 	log      *slog.Logger
 	now      func() time.Time
 	rand     func() uint64
@@ -248,7 +251,11 @@ func New(cfg *Config, opts ...Option) (*Handler, error) {
 	}
 	for p, x := range o.exempt {
 		h.exempt[p] = x
+		if strings.HasSuffix(p, "/") {
+			h.prefixes = append(h.prefixes, p)
+		}
 	}
+	slices.Sort(h.prefixes)
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:       h.rewrite,
 		Transport:     &forwarder{h},
@@ -417,14 +424,11 @@ func (h *Handler) Run(ctx context.Context) {
 // changes nothing, when cfg is invalid or changes a field tagged
 // reload:"restart". It implements a reload target's Apply with Check done.
 func (h *Handler) Apply(cfg *Config) error {
-	if err := cfg.Check(); err != nil {
+	if err := h.check(cfg); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ch := restartChanges(h.cfg, cfg); len(ch) > 0 {
-		return fmt.Errorf("proxy: %v cannot change while running (restart to apply)", ch)
-	}
 	old := h.cfg
 	cfg = clone(cfg)
 	h.cfg = cfg
@@ -442,6 +446,19 @@ func (h *Handler) Apply(cfg *Config) error {
 		}
 	}
 	h.log.Info("proxy: configuration applied")
+	return nil
+}
+
+// check says whether cfg may replace the configuration in force.
+func (h *Handler) check(cfg *Config) error {
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch := restartChanges(h.cfg, cfg); len(ch) > 0 {
+		return fmt.Errorf("proxy: %v cannot change while running (restart to apply)", ch)
+	}
 	return nil
 }
 
@@ -469,6 +486,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if x, ok := h.exempt[r.URL.Path]; ok {
 		x.ServeHTTP(w, r)
 		return
+	}
+	for _, p := range h.prefixes {
+		if strings.HasPrefix(r.URL.Path, p) {
+			h.exempt[p].ServeHTTP(w, r)
+			return
+		}
 	}
 	st := &reqState{parent: r.Context(), w: w, start: h.now()}
 	r2, cancel := h.edgeRequest(r, st)

@@ -140,7 +140,7 @@ func TestOverloadNeverEjects(t *testing.T) {
 	now := time.Unix(1, 0)
 	for range 1000 {
 		for _, b := range set {
-			b.observe(overloaded, time.Second, 0, now)
+			b.observe(overloaded, time.Second)
 			b.health.record(checkOverloaded)
 		}
 		rotate(set, &p, now)
