@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -430,6 +431,9 @@ func (h *Handler) Apply(cfg *Config) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	old := h.cfg
+	if reflect.DeepEqual(old, cfg) {
+		return nil
+	}
 	cfg = clone(cfg)
 	h.cfg = cfg
 	s := compile(cfg, h.budget)
@@ -460,6 +464,18 @@ func (h *Handler) check(cfg *Config) error {
 		return fmt.Errorf("proxy: %v cannot change while running (restart to apply)", ch)
 	}
 	return nil
+}
+
+// CloseIdleConnections closes the idle keep-alive connections to every
+// backend (after a stop, or to count connections in a test).
+func (h *Handler) CloseIdleConnections() {
+	h.bal.mu.Lock()
+	defer h.bal.mu.Unlock()
+	for _, b := range h.bal.all {
+		if c, ok := b.rt.(interface{ CloseIdleConnections() }); ok {
+			c.CloseIdleConnections()
+		}
+	}
 }
 
 // Drain starts the graceful stop: the readiness probe answers 503 so that

@@ -164,3 +164,14 @@ func (t *routeTable) get(name string) *routeStats {
 	t.m.Store(&next)
 	return rs
 }
+
+// RouteOf returns the route name the edge rules gave the request whose
+// context is ctx ("default" when no rule matched), or "" outside the
+// proxy. Pass it to admit.WithRoute so that the edge's controller learns
+// service times per route. It does not allocate.
+func RouteOf(ctx context.Context) string {
+	if st := stateFrom(ctx); st != nil && st.route != nil {
+		return st.route.name
+	}
+	return ""
+}
