@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
 )
 
 // liveBackend is a real HTTP server on loopback whose behaviour a test
