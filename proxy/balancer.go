@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // balancer places requests on backends: power of two choices among the
@@ -23,8 +24,10 @@ type balancer struct {
 	queue waitQueue
 	rand  func() uint64
 
-	mu  sync.Mutex // the control loop's state
-	all []*backend // set, plus removed backends still draining
+	mu    sync.Mutex // the control loop's state
+	all   []*backend // set, plus removed backends still draining
+	freed smooth.EWMA
+	last  time.Time // the previous step
 }
 
 // exclude lists at most two backends a pick must avoid: the previous
@@ -41,7 +44,7 @@ func (e exclude) empty() bool         { return e[0] == nil && e[1] == nil }
 var errNoBackend = errors.New("proxy: no backend in rotation")
 
 func newBalancer(rand func() uint64) *balancer {
-	bl := &balancer{rand: rand}
+	bl := &balancer{rand: rand, freed: smooth.EWMA{Tau: time.Second}}
 	bl.set.Store(&[]*backend{})
 	bl.queue.setMax(1)
 	return bl
@@ -161,11 +164,18 @@ func (bl *balancer) step(now time.Time, p *loopParams) (changes []rotationChange
 	bl.mu.Lock()
 	defer bl.mu.Unlock()
 	set := *bl.set.Load()
+	done := 0
 	for _, b := range set {
-		if bl.sample(b, now, p) {
+		n, re := bl.sample(b, now, p)
+		done += n
+		if re {
 			restarted = append(restarted, b)
 		}
 	}
+	if dt := now.Sub(bl.last); !bl.last.IsZero() && dt > 0 {
+		bl.queue.setRate(bl.freed.Update(float64(done)/dt.Seconds(), dt))
+	}
+	bl.last = now
 	changes = rotate(set, &p.rot, now)
 	total := 0
 	for _, b := range set {
@@ -183,9 +193,11 @@ func (bl *balancer) step(now time.Time, p *loopParams) (changes []rotationChange
 // sample folds b's window into the pending one and steps its limit once
 // the pending window holds enough samples or time. A backend that refused
 // connections and now answers again restarted: it starts over, ramped. It
-// reports such a restart.
-func (bl *balancer) sample(b *backend, now time.Time, p *loopParams) (restarted bool) {
+// returns the attempts that ended in the window and reports such a
+// restart.
+func (bl *balancer) sample(b *backend, now time.Time, p *loopParams) (ended int, restarted bool) {
 	w := b.drainWindow()
+	ended = w.n + w.overload
 	if b.refused.Swap(false) {
 		b.rot.cold = true
 	}
@@ -193,7 +205,7 @@ func (bl *balancer) sample(b *backend, now time.Time, p *loopParams) (restarted 
 		b.rot.cold, b.rot.back = false, now
 		b.lim.reset()
 		b.pend = pending{start: now}
-		return true
+		return ended, true
 	}
 	pd := &b.pend
 	if pd.start.IsZero() {
@@ -204,7 +216,7 @@ func (bl *balancer) sample(b *backend, now time.Time, p *loopParams) (restarted 
 	pd.w.overload += w.overload
 	pd.w.peak = max(pd.w.peak, w.peak)
 	if pd.w.n+pd.w.overload < p.minSamples && now.Sub(pd.start) < p.maxWindow {
-		return false
+		return ended, false
 	}
 	full := pd.w
 	if full.n > 0 {
@@ -213,7 +225,7 @@ func (bl *balancer) sample(b *backend, now time.Time, p *loopParams) (restarted 
 	weight := slowStartWeight(now, b.rot.back, p.rot.slowWindow, p.rot.slowFloor)
 	b.lim.step(now, full, max(1, int(float64(b.lim.value())*weight)))
 	*pd = pending{start: now}
-	return false
+	return ended, false
 }
 
 // publish stores b's capacity and cost for the request path and returns

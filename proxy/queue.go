@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +22,12 @@ import (
 // Only the saturated path takes the mutex: while nobody waits, the request
 // path reads one atomic (n) and never touches the queue.
 type waitQueue struct {
-	n atomic.Int64 // waiters queued
+	n    atomic.Int64  // waiters queued
+	rate atomic.Uint64 // float64 bits: slots freed per second (the control loop's estimate)
 
 	mu     sync.Mutex
 	levels [levee.NumCriticalities]waitList // by Rank: 0 = SHEDDABLE
+	count  [levee.NumCriticalities]int      // waiters by Rank
 	max    int                              // the bound on waiters
 }
 
@@ -73,8 +76,29 @@ func (l *waitList) remove(w *waiter) {
 // removeLocked takes w out of the queue.
 func (q *waitQueue) removeLocked(w *waiter) {
 	q.levels[w.rank].remove(w)
+	q.count[w.rank]--
 	w.queued = false
 	q.n.Add(-1)
+}
+
+// setRate records the rate at which slots are freed, per second.
+func (q *waitQueue) setRate(r float64) { q.rate.Store(math.Float64bits(r)) }
+
+// hopelessLocked reports whether a newcomer of rank would wait longer than
+// d: the waiters served before it (those of its rank and above, and
+// itself) at the rate slots are freed. Such a request is shed at once
+// rather than made to wait for nothing: under a lasting overload the
+// lowest criticality is refused in microseconds, not after d.
+func (q *waitQueue) hopelessLocked(rank int, d time.Duration) bool {
+	rate := math.Float64frombits(q.rate.Load())
+	if !(rate > 0) {
+		return false // nothing measured yet
+	}
+	ahead := 1
+	for r := rank; r < len(q.count); r++ {
+		ahead += q.count[r]
+	}
+	return float64(ahead)/rate > d.Seconds()
 }
 
 // grantLocked gives b (a slot already taken) to w.
@@ -113,8 +137,16 @@ func (q *waitQueue) wait(ctx context.Context, c levee.Criticality, excl exclude,
 	if d <= 0 {
 		return nil, errShed[c]
 	}
+	patience := d
+	if dl, ok := ctx.Deadline(); ok {
+		patience = min(d, time.Until(dl))
+	}
 	w := &waiter{ch: make(chan *backend, 1), rank: c.Rank(), excl: excl}
 	q.mu.Lock()
+	if q.hopelessLocked(w.rank, patience) {
+		q.mu.Unlock()
+		return nil, errShed[c]
+	}
 	if total := int(q.n.Load()); total >= q.max {
 		victim := q.lowestBelowLocked(w.rank)
 		if victim == nil {
@@ -125,6 +157,7 @@ func (q *waitQueue) wait(ctx context.Context, c levee.Criticality, excl exclude,
 		victim.ch <- nil
 	}
 	q.levels[w.rank].push(w)
+	q.count[w.rank]++
 	w.queued = true
 	q.n.Add(1)
 	q.mu.Unlock()

@@ -237,3 +237,40 @@ func TestBalanceShares(t *testing.T) {
 }
 
 func costBits(f float64) uint64 { return math.Float64bits(f) }
+
+// TestQueueHopeless: a newcomer that could not be served within its wait
+// at the rate slots are freed is shed at once; one of a higher
+// criticality, with fewer waiters ahead of it, waits.
+func TestQueueHopeless(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bl, set := fullBalancer(1, 1)
+		bl.queue.setMax(100)
+		bl.queue.setRate(10) // a slot every 100 ms
+		for range 5 {
+			go func() { _, _ = bl.acquire(context.Background(), levee.Critical, exclude{}, time.Minute) }()
+		}
+		synctest.Wait()
+		start := time.Now()
+		_, err := bl.acquire(context.Background(), levee.Sheddable, exclude{}, 300*time.Millisecond)
+		if err != errShed[levee.Sheddable] || time.Since(start) != 0 {
+			t.Errorf("SHEDDABLE behind 5: %v after %v, want shed at once", err, time.Since(start))
+		}
+		got := make(chan *backend, 1)
+		go func() {
+			b, _ := bl.acquire(context.Background(), levee.CriticalPlus, exclude{}, 300*time.Millisecond)
+			got <- b
+		}()
+		synctest.Wait()
+		if n := bl.queue.n.Load(); n != 6 {
+			t.Fatalf("%d waiting, want 6: CRITICAL_PLUS waits", n)
+		}
+		bl.release(set[0])
+		if b := <-got; b != set[0] {
+			t.Errorf("CRITICAL_PLUS got %v, want the freed slot", b)
+		}
+		for range 5 {
+			bl.release(set[0])
+			synctest.Wait()
+		}
+	})
+}

@@ -44,13 +44,11 @@ type Stats struct {
 	PerSecond []int64 `json:"per_second"`
 }
 
-// NewFixed returns a Fixed backend; workers < 1 counts as 1.
+// NewFixed returns a Fixed backend; workers < 1 counts as 1; hold 0
+// answers at once (a trivial backend).
 func NewFixed(workers int, hold time.Duration) *Fixed {
 	return &Fixed{workers: make(chan struct{}, max(workers, 1)), hold: hold, start: time.Now()}
 }
-
-// Capacity is the backend's throughput when saturated, per second.
-func (f *Fixed) Capacity() float64 { return float64(cap(f.workers)) / f.hold.Seconds() }
 
 func (f *Fixed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == StatsPath {
@@ -62,7 +60,9 @@ func (f *Fixed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}
 	f.workers <- struct{}{}
-	time.Sleep(f.hold)
+	if f.hold > 0 {
+		time.Sleep(f.hold)
+	}
 	<-f.workers
 	if r.Context().Err() != nil {
 		f.gone.Add(1)
