@@ -132,43 +132,11 @@ func RunRuleTests(path string) []error {
 // run evaluates the rule groups from time 0 to the last eval_time, one
 // evaluation interval at a time, and checks the firing alerts at each
 // eval_time and the expressions at the end, as promtool does.
-func (tg *testGroup) run(f *testFile) (errs []error) {
+func (tg *testGroup) run(f *testFile) []error {
 	load := fmt.Sprintf("load %v\n", time.Duration(tg.Interval))
 	for _, s := range tg.InputSeries {
 		load += fmt.Sprintf("  %s %s\n", s.Series, s.Values)
 	}
-	suite, err := promqltest.NewLazyLoader(load, promqltest.LazyLoaderOpts{EnableAtModifier: true, EnableNegativeOffset: true})
-	if err != nil {
-		return []error{err}
-	}
-	defer func() {
-		if err := suite.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}()
-	eval := time.Duration(f.EvaluationInterval)
-	suite.SubqueryInterval = eval
-
-	m := rules.NewManager(&rules.ManagerOptions{
-		QueryFunc:    rules.EngineQueryFunc(suite.QueryEngine(), suite.Storage()),
-		AppendableV2: suite.Storage(),
-		Context:      context.Background(),
-		NotifyFunc:   func(context.Context, string, ...*rules.Alert) {},
-		Logger:       promslog.NewNopLogger(),
-	})
-	byName, loadErrs := m.LoadGroups(time.Duration(tg.Interval), labels.FromMap(tg.ExternalLabels), tg.ExternalURL, nil, false, f.RuleFiles...)
-	if loadErrs != nil {
-		return loadErrs
-	}
-	groups := orderGroups(byName, f.GroupEvalOrder)
-	for _, g := range groups {
-		for _, r := range g.Rules() {
-			if ar, ok := r.(*rules.AlertingRule); ok {
-				ar.SetRestored(true) // so that `for` counts from the first evaluation
-			}
-		}
-	}
-
 	checks := slices.Clone(tg.AlertRuleTests)
 	slices.SortStableFunc(checks, func(a, b alertTestCase) int { return int(a.EvalTime - b.EvalTime) })
 	last := time.Duration(0)
@@ -178,43 +146,112 @@ func (tg *testGroup) run(f *testFile) (errs []error) {
 	for _, c := range tg.PromQLTests {
 		last = max(last, time.Duration(c.EvalTime))
 	}
-
-	start := time.Unix(0, 0).UTC()
-	for ts := start; !ts.After(start.Add(last)); ts = ts.Add(eval) {
-		var evalErrs []error
-		suite.WithSamplesTill(ts, func(err error) {
-			if err != nil {
-				evalErrs = append(evalErrs, err)
-				return
-			}
-			for _, g := range groups {
-				g.Eval(suite.Context(), ts)
-				for _, r := range g.Rules() {
-					if err := r.LastError(); err != nil {
-						evalErrs = append(evalErrs, fmt.Errorf("rule %s at %v: %w", r.Name(), ts.Sub(start), err))
-					}
-				}
-			}
-		})
-		if len(evalErrs) > 0 {
-			return append(errs, evalErrs...)
-		}
-		// The alerts expected at eval_time t are compared with the
-		// evaluation at ts when ts ≤ t < ts + interval.
-		for len(checks) > 0 && time.Duration(checks[0].EvalTime) < ts.Add(eval).Sub(start) {
+	e := evaluation{
+		load:      load,
+		ruleFiles: f.RuleFiles,
+		order:     f.GroupEvalOrder,
+		interval:  time.Duration(tg.Interval),
+		every:     time.Duration(f.EvaluationInterval),
+		until:     last,
+		extLabels: labels.FromMap(tg.ExternalLabels),
+		extURL:    tg.ExternalURL,
+	}
+	var errs []error
+	// The alerts expected at eval_time t are compared with the evaluation
+	// at ts when ts ≤ t < ts + interval.
+	e.after = func(ts time.Duration, groups []*rules.Group) {
+		for len(checks) > 0 && time.Duration(checks[0].EvalTime) < ts+e.every {
 			if err := checkAlerts(groups, checks[0]); err != nil {
 				errs = append(errs, err)
 			}
 			checks = checks[1:]
 		}
 	}
-
-	for _, c := range tg.PromQLTests {
-		if err := checkExpr(suite, c, start); err != nil {
-			errs = append(errs, err)
+	e.atEnd = func(suite *promqltest.LazyLoader) {
+		for _, c := range tg.PromQLTests {
+			if err := checkExpr(suite, c); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
-	return errs
+	return append(e.run(), errs...)
+}
+
+// evaluation is one run of rule groups over loaded series.
+type evaluation struct {
+	load      string        // the input series in promqltest's load syntax
+	ruleFiles []string      // rule files to load
+	order     []string      // groups evaluated first, in this order
+	interval  time.Duration // the groups' interval
+	every     time.Duration // evaluation interval
+	until     time.Duration // last evaluation, from time 0
+	extLabels labels.Labels
+	extURL    string
+	after     func(ts time.Duration, groups []*rules.Group) // after each evaluation
+	atEnd     func(suite *promqltest.LazyLoader)            // after the last one
+}
+
+// run loads the series, evaluates every group at 0, every, 2·every, … up
+// to until, calling after each time, then atEnd. It returns the errors of
+// loading and of evaluation; a rule that fails to evaluate stops the run.
+func (e *evaluation) run() (errs []error) {
+	suite, err := promqltest.NewLazyLoader(e.load, promqltest.LazyLoaderOpts{EnableAtModifier: true, EnableNegativeOffset: true})
+	if err != nil {
+		return []error{err}
+	}
+	defer func() {
+		if err := suite.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}()
+	suite.SubqueryInterval = e.every
+
+	m := rules.NewManager(&rules.ManagerOptions{
+		QueryFunc:    rules.EngineQueryFunc(suite.QueryEngine(), suite.Storage()),
+		AppendableV2: suite.Storage(),
+		Context:      context.Background(),
+		NotifyFunc:   func(context.Context, string, ...*rules.Alert) {},
+		Logger:       promslog.NewNopLogger(),
+	})
+	byName, loadErrs := m.LoadGroups(e.interval, e.extLabels, e.extURL, nil, false, e.ruleFiles...)
+	if loadErrs != nil {
+		return loadErrs
+	}
+	groups := orderGroups(byName, e.order)
+	for _, g := range groups {
+		for _, r := range g.Rules() {
+			if ar, ok := r.(*rules.AlertingRule); ok {
+				ar.SetRestored(true) // so that `for` counts from the first evaluation
+			}
+		}
+	}
+	for at := time.Duration(0); at <= e.until; at += e.every {
+		ts := time.Unix(0, 0).UTC().Add(at)
+		suite.WithSamplesTill(ts, func(err error) {
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			for _, g := range groups {
+				g.Eval(suite.Context(), ts)
+				for _, r := range g.Rules() {
+					if err := r.LastError(); err != nil {
+						errs = append(errs, fmt.Errorf("rule %s at %v: %w", r.Name(), at, err))
+					}
+				}
+			}
+		})
+		if len(errs) > 0 {
+			return errs
+		}
+		if e.after != nil {
+			e.after(at, groups)
+		}
+	}
+	if e.atEnd != nil {
+		e.atEnd(suite)
+	}
+	return nil
 }
 
 // orderGroups returns the groups, those named in order first, in that
@@ -296,8 +333,9 @@ func checkAlerts(groups []*rules.Group, c alertTestCase) error {
 }
 
 // checkExpr evaluates c.Expr at its eval_time and compares the samples.
-func checkExpr(suite *promqltest.LazyLoader, c promqlTestCase, start time.Time) error {
-	q, err := suite.QueryEngine().NewInstantQuery(context.Background(), suite.Queryable(), nil, c.Expr, start.Add(time.Duration(c.EvalTime)))
+func checkExpr(suite *promqltest.LazyLoader, c promqlTestCase) error {
+	at := time.Unix(0, 0).UTC().Add(time.Duration(c.EvalTime))
+	q, err := suite.QueryEngine().NewInstantQuery(context.Background(), suite.Queryable(), nil, c.Expr, at)
 	if err != nil {
 		return fmt.Errorf("expr %q: %w", c.Expr, err)
 	}
