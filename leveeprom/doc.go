@@ -73,8 +73,16 @@
 // Tenants never appear as labels. Several controllers in one process are
 // told apart with WithConstLabels.
 //
-// Example alerting rules using these metrics (headroom, shedding time,
-// degradation, critical traffic shed, retry storms, client throttling) are
-// in deploy/prometheus/levee-alerts.yml; a test checks that every metric and
-// label they name exists.
+// The names, units, help texts and label names are defined once, in
+// levee's internal/instrument table, which leveeotel uses too: an
+// OpenTelemetry pipeline gets the same instruments, and after
+// OpenTelemetry's standard Prometheus translation the same names.
+//
+// Alerting rules using these metrics are in deploy/prometheus/levee-alerts.yml
+// (tickets for capacity; pages only when traffic is shed while less
+// critical traffic is admitted about as readily, or CRITICAL_PLUS is shed),
+// with unit tests in the format of `promtool test rules`; a Grafana
+// dashboard is in deploy/grafana/levee.json. deploy/prometheus/rulecheck
+// checks every query of both against these collectors and runs the rule
+// tests with Prometheus's rule engine.
 package leveeprom

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/rules"
 
 	"github.com/levee-dev/levee"
@@ -234,6 +235,22 @@ func TestRulesOnController(t *testing.T) {
 								}
 							}
 						}
+					}
+				},
+				atEnd: func(suite *promqltest.LazyLoader) {
+					// The shed share by criticality the page compares.
+					q, err := suite.QueryEngine().NewInstantQuery(context.Background(), suite.Queryable(), nil,
+						"levee:overload_shed_ratio:rate5m", time.Unix(0, 0).UTC().Add(simLength))
+					if err != nil {
+						t.Fatal(err)
+					}
+					res := q.Exec(context.Background())
+					if res.Err != nil {
+						t.Fatal(res.Err)
+					}
+					v, _ := res.Vector()
+					for _, smp := range v {
+						t.Logf("5-minute shed share of %s at the end: %.3f", smp.Metric.Get("criticality"), smp.F)
 					}
 				},
 			}
