@@ -14,11 +14,13 @@
 //	ts := new(leveeotel.Throttles)
 //	ts.AddGroup(throttles)                                // client: *throttle.Group
 //	_, err = leveeotel.ObserveThrottles(meter, ts)
+//	_, err = leveeotel.ObserveProbes(meter, handler.Probes)    // health probes let through
+//	_, err = leveeotel.ObserveConfig(meter, reloader, admin)  // configuration reloads, admin endpoint
 //	…
 //	reg.Unregister()                                      // stop observing ctl
 //
-// The instruments read Controller.Snapshot, Throttle.Stats and Budget.Stats
-// in the SDK's collection callback; nothing is counted on the request path,
+// The instruments read Controller.Snapshot, Throttle.Stats, Budget.Stats
+// and the other counters in the SDK's collection callback; nothing is counted on the request path,
 // so a service pays the same per request with the bridge as without.
 //
 // # Names and units

@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/levee-dev/levee/admit"
+	leveeconfig "github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/internal/instrument"
+	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
 )
@@ -31,8 +33,8 @@ type config struct {
 // several controllers (or budgets, or throttle sets) observed on one
 // Meter, e.g. attribute.String("controller", "api"). Default: none. The
 // keys must not be ones levee uses itself ("criticality", "reason",
-// "signal", "backend", "kind"): the Observe functions return an error if
-// they are.
+// "signal", "backend", "kind", "result"): the Observe functions return an
+// error if they are.
 func WithAttributes(kv ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, kv...) }
 }
@@ -40,7 +42,7 @@ func WithAttributes(kv ...attribute.KeyValue) Option {
 // reserved are the attribute keys levee's instruments use.
 var reserved = []string{
 	instrument.LabelCriticality, instrument.LabelReason, instrument.LabelSignal,
-	instrument.LabelBackend, instrument.LabelKind,
+	instrument.LabelBackend, instrument.LabelKind, instrument.LabelResult,
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -81,6 +83,37 @@ func ObserveBudget(meter metric.Meter, b *retry.Budget, opts ...Option) (metric.
 	}
 	return observe(meter, instrument.BudgetMetrics, func(emit instrument.Emit) {
 		instrument.ReadBudget(b.Stats(), emit)
+	}, opts)
+}
+
+// ObserveProbes observes the count probes returns as
+// levee_health_probes_total: the health and readiness requests a server
+// let through without admission, for example (*leveehttp.Handler).Probes.
+func ObserveProbes(meter metric.Meter, probes func() uint64, opts ...Option) (metric.Registration, error) {
+	if probes == nil {
+		return nil, errors.New("leveeotel: ObserveProbes with a nil count")
+	}
+	return observe(meter, []*instrument.Metric{instrument.HealthProbes}, func(emit instrument.Emit) {
+		instrument.ReadProbes(probes(), emit)
+	}, opts)
+}
+
+// ObserveConfig observes a config.Reloader's reload counters and, when
+// admin is not nil, the admin endpoint's.
+func ObserveConfig(meter metric.Meter, rl *leveeconfig.Reloader, admin *leveehttp.Admin, opts ...Option) (metric.Registration, error) {
+	if rl == nil {
+		return nil, errors.New("leveeotel: ObserveConfig with a nil Reloader")
+	}
+	ms := instrument.ConfigMetrics
+	if admin != nil {
+		ms = append(ms[:len(ms):len(ms)], instrument.AdminMetrics...)
+	}
+	return observe(meter, ms, func(emit instrument.Emit) {
+		instrument.ReadConfig(instrument.Reloads(rl.Stats()), emit)
+		if admin != nil {
+			a := admin.Stats()
+			instrument.ReadAdmin(a.Unauthorized, a.Changes, emit)
+		}
 	}, opts)
 }
 

@@ -3,7 +3,10 @@ package leveeotel
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sort"
 	"strings"
@@ -19,7 +22,9 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	leveeconfig "github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/internal/instrument"
+	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/leveeprom"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -41,6 +46,9 @@ func (s fixedSignal) Target() float64 { return s.target }
 // rejected, and a retry budget that granted and denied retries.
 type plant struct {
 	ctl       *admit.Controller
+	reloader  *leveeconfig.Reloader
+	admin     *leveehttp.Admin
+	probes    func() uint64
 	ev        *Events
 	promEv    *leveeprom.EventCollector
 	throttles *throttle.Group
@@ -57,7 +65,7 @@ func newPlant(t *testing.T) *plant {
 	now := t0
 	for step := range 40 {
 		for i := range 50 {
-			crit := levee.ByRank[i%levee.NumCriticalities]
+			crit := levee.Criticalities()[i%levee.NumCriticalities]
 			ctx := levee.WithCriticality(context.Background(), crit)
 			if tk, err := p.ctl.AdmitAt(ctx, now.Add(time.Duration(i)*time.Millisecond)); err == nil {
 				tk.DoneAt(now.Add(time.Duration(i+1)*time.Millisecond), nil)
@@ -80,6 +88,20 @@ func newPlant(t *testing.T) *plant {
 			th.DoneAt(at, levee.Sheddable, i%5 == 0)
 		}
 	}
+	base := leveeconfig.Default()
+	base.Admin.Enabled = true
+	base.Admin.Token = "0123456789abcdef0123"
+	rl, err := leveeconfig.NewReloader(base, leveeconfig.WithEnv(nil), leveeconfig.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.reloader = rl
+	p.admin = leveehttp.NewAdmin(rl, leveehttp.WithAdminLogger(slog.New(slog.DiscardHandler)))
+	rl.SetOverride("admit.dry_run", "true")                                                                    // applied
+	rl.SetOverride("admit.dry_run", "maybe")                                                                   // rejected
+	p.admin.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/levee/admin/config", nil)) // 401
+	p.probes = func() uint64 { return 42 }
+
 	p.budget = retry.NewBudget(retry.WithRatio(0.1, 10*time.Second), retry.WithFloor(1, time.Minute))
 	for i := range 20 {
 		p.budget.RequestAt(t0.Add(time.Duration(i) * time.Millisecond))
@@ -102,6 +124,8 @@ func (p *plant) observeAll(t *testing.T, mp *sdkmetric.MeterProvider, opts ...Op
 		second(ObserveEvents(meter, p.ev, opts...)),
 		second(ObserveThrottles(meter, ts, opts...)),
 		second(ObserveBudget(meter, p.budget, opts...)),
+		second(ObserveProbes(meter, p.probes, opts...)),
+		second(ObserveConfig(meter, p.reloader, p.admin, opts...)),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -117,7 +141,8 @@ func (p *plant) prometheusRegistry(t *testing.T) *prometheus.Registry {
 	tc := leveeprom.NewThrottleCollector()
 	tc.AddGroup(p.throttles)
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(leveeprom.NewAdmitCollector(p.ctl), p.promEv, tc, leveeprom.NewBudgetCollector(p.budget))
+	reg.MustRegister(leveeprom.NewAdmitCollector(p.ctl), p.promEv, tc, leveeprom.NewBudgetCollector(p.budget),
+		leveeprom.NewProbeCollector(p.probes), leveeprom.NewConfigCollector(p.reloader, p.admin))
 	return reg
 }
 
@@ -222,9 +247,10 @@ func TestSameAsLeveeprom(t *testing.T) {
 	p.observeAll(t, mp)
 	got, units := fromOTel(t, r)
 
-	// 16 admission and rejection counters, 22 single values, 3 per signal,
-	// 7 event kinds, 16 throttle points, 3 budget counters.
-	if len(want) < 60 {
+	// 28 admission, rejection and would-reject counters, 26 single values,
+	// 3 per signal, 7 event kinds, 16 throttle points, 3 budget counters, 1
+	// probe count, 10 configuration and admin points.
+	if len(want) < 90 {
 		t.Fatalf("leveeprom exports only %d points: the scenario is too small", len(want))
 	}
 	for k, w := range want {
@@ -371,6 +397,8 @@ func TestErrors(t *testing.T) {
 		{"nil controller", second(ObserveAdmit(meter, nil)), "nil controller"},
 		{"nil events", second(ObserveEvents(meter, nil)), "nil Events"},
 		{"nil throttles", second(ObserveThrottles(meter, nil)), "nil Throttles"},
+		{"nil probes", second(ObserveProbes(meter, nil)), "nil count"},
+		{"nil reloader", second(ObserveConfig(meter, nil, nil)), "nil Reloader"},
 		{"reserved attribute", second(ObserveAdmit(meter, ctl, WithAttributes(attribute.String("signal", "x")))), `"signal"`},
 		{"reserved attribute on a budget", second(ObserveBudget(meter, nil, WithAttributes(attribute.String("kind", "x")))), `"kind"`},
 	}

@@ -114,7 +114,7 @@ func (s *Throttles) Read(emit Emit) {
 
 // readThrottle gives one throttle's readings, for every criticality.
 func readThrottle(backend string, s throttle.Stats, emit Emit) {
-	for _, crit := range levee.ByRank {
+	for _, crit := range levee.Criticalities() {
 		n := crit.String()
 		emit(ThrottleRequests, float64(s.Requests[crit]), backend, n)
 		emit(ThrottleAccepts, float64(s.Accepts[crit]), backend, n)

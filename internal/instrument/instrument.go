@@ -1,7 +1,6 @@
 package instrument
 
 import (
-	"math"
 	"slices"
 
 	"github.com/levee-dev/levee"
@@ -47,6 +46,7 @@ const (
 	LabelSignal      = "signal"
 	LabelBackend     = "backend"
 	LabelKind        = "kind"
+	LabelResult      = "result"
 )
 
 // Units.
@@ -122,6 +122,15 @@ var (
 		Help: "Admitted requests waiting in the run queue for a slot."}
 	RunQueueBound = &Metric{Name: "levee_run_queue_bound", Unit: unitRequests, Kind: Gauge,
 		Help: "Requests that may run at once (0: the run queue is off or has not learned a bound)."}
+	DryRun = &Metric{Name: "levee_dry_run", Kind: Gauge,
+		Help: "1 while the controller is in dry-run (decisions computed and counted, nothing rejected), else 0."}
+	WouldReject = &Metric{Name: "levee_would_reject_total", Unit: unitRequests, Kind: Counter,
+		Labels: []string{LabelCriticality, LabelReason},
+		Help:   "Requests admitted in dry-run that would have been rejected, by reason (overloaded, quota, deadline); levee_rejections_total does not count them."}
+	WouldShed = &Metric{Name: "levee_would_shed_requests_per_second", Unit: unitRate, Kind: Gauge,
+		Help: "In dry-run, the rate the controller estimates it would shed for overload (offered minus its capacity estimate); 0 otherwise."}
+	ForcedShed = &Metric{Name: "levee_forced_shed_level", Unit: unitLevel, Kind: Gauge,
+		Help: "Shed level forced by a drill (0: none)."}
 )
 
 // AdmitMetrics lists the metrics ReadAdmit gives.
@@ -131,13 +140,15 @@ var AdmitMetrics = []*Metric{
 	SignalTarget, SignalLoadRatio, Capacity, SheddingSeconds,
 	DegradedSeconds, RetryRatio, NoRetry, RetryAfter, FairShare,
 	ActiveTenants, Offered, TenantShed, CallerGone, LearnedRoutes,
-	RunQueueRunning, RunQueueWaiting, RunQueueBound,
+	RunQueueRunning, RunQueueWaiting, RunQueueBound, DryRun, WouldReject,
+	WouldShed, ForcedShed,
 }
 
 // All lists every metric levee exports: AdmitMetrics, StateChanges,
-// ThrottleMetrics and BudgetMetrics.
+// HealthProbes, ConfigMetrics, AdminMetrics, ThrottleMetrics and
+// BudgetMetrics.
 func All() []*Metric {
-	return slices.Concat(AdmitMetrics, []*Metric{StateChanges}, ThrottleMetrics, BudgetMetrics)
+	return slices.Concat(AdmitMetrics, []*Metric{StateChanges, HealthProbes}, ConfigMetrics, AdminMetrics, ThrottleMetrics, BudgetMetrics)
 }
 
 // admitReasons are the reasons the admission controller rejects with;
@@ -148,11 +159,12 @@ var admitReasons = [...]levee.Reason{levee.Overloaded, levee.Quota, levee.Deadli
 // criticality (and reason) even at zero, the signal metrics once per
 // signal, every other metric of AdmitMetrics once.
 func ReadAdmit(s admit.Snapshot, emit Emit) {
-	for _, crit := range levee.ByRank {
+	for _, crit := range levee.Criticalities() {
 		name := crit.String()
 		emit(Admissions, float64(s.Admitted[crit]), name)
 		for _, r := range admitReasons {
 			emit(Rejections, float64(s.Rejected[crit][r]), name, r.String())
+			emit(WouldReject, float64(s.WouldReject[crit][r]), name, r.String())
 		}
 	}
 	emit(DownstreamOverloaded, float64(s.DownstreamOverloaded))
@@ -165,7 +177,7 @@ func ReadAdmit(s admit.Snapshot, emit Emit) {
 	for _, sig := range s.Signals {
 		emit(SignalValue, sig.Value, sig.Name)
 		emit(SignalTarget, sig.Target, sig.Name)
-		emit(SignalLoadRatio, ratio(sig.Value, sig.Target), sig.Name)
+		emit(SignalLoadRatio, sig.Load(), sig.Name)
 	}
 	emit(Capacity, s.CapacityRPS)
 	emit(SheddingSeconds, s.ShedSeconds)
@@ -182,14 +194,9 @@ func ReadAdmit(s admit.Snapshot, emit Emit) {
 	emit(RunQueueRunning, float64(s.Running))
 	emit(RunQueueWaiting, float64(s.Waiting))
 	emit(RunQueueBound, float64(s.RunBound))
-}
-
-// ratio is v/t, NaN when the signal has no reading or no valid target.
-func ratio(v, t float64) float64 {
-	if math.IsNaN(v) || !(t > 0) {
-		return math.NaN()
-	}
-	return v / t
+	emit(DryRun, b2f(s.DryRun))
+	emit(WouldShed, s.WouldShedRPS)
+	emit(ForcedShed, s.ForcedShed)
 }
 
 func b2f(b bool) float64 {

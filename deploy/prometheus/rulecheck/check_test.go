@@ -2,6 +2,7 @@ package rulecheck
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	leveeconfig "github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/leveeprom"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -28,7 +31,8 @@ type series map[string][]labels.Labels
 
 // exported registers every leveeprom collector, fed so that every metric
 // and every label value appears (a controller with signals, a throttle, a
-// budget, the state-change counter), gathers them and returns the series.
+// budget, the state-change and probe counters, a configuration reloader with
+// an admin endpoint), gathers them and returns the series.
 func exported(t *testing.T) series {
 	t.Helper()
 	ctl := admit.New(admit.WithSignals(fixed{"cpu", 0.5, 0.8}, fixed{"sched_latency", 0.002, 0.01}))
@@ -36,7 +40,16 @@ func exported(t *testing.T) series {
 	tc := leveeprom.NewThrottleCollector()
 	tc.Add("api", throttle.New())
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(leveeprom.NewAdmitCollector(ctl), tc, leveeprom.NewBudgetCollector(retry.NewBudget()), leveeprom.NewEventCollector())
+	base := leveeconfig.Default()
+	base.Admin.Enabled = true
+	base.Admin.Token = "0123456789abcdef0123"
+	rl, err := leveeconfig.NewReloader(base, leveeconfig.WithEnv(nil), leveeconfig.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := leveehttp.NewAdmin(rl, leveehttp.WithAdminLogger(slog.New(slog.DiscardHandler)))
+	reg.MustRegister(leveeprom.NewAdmitCollector(ctl), tc, leveeprom.NewBudgetCollector(retry.NewBudget()), leveeprom.NewEventCollector(),
+		leveeprom.NewProbeCollector(func() uint64 { return 0 }), leveeprom.NewConfigCollector(rl, admin))
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +64,7 @@ func exported(t *testing.T) series {
 			out[mf.GetName()] = append(out[mf.GetName()], b.Labels())
 		}
 	}
-	if len(out) < 30 || len(out["levee_rejections_total"]) != levee.NumCriticalities*3 {
+	if len(out) < 45 || len(out["levee_rejections_total"]) != levee.NumCriticalities*3 {
 		t.Fatalf("gathered %d metrics, %d rejection series: the collectors were not fed", len(out), len(out["levee_rejections_total"]))
 	}
 	return out

@@ -18,4 +18,9 @@
 // tree stays out of levee's go.mod. Run it with
 //
 //	cd deploy/prometheus/rulecheck && GOWORK=off go test ./...
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands) rulecheck is a check, not a library: a module of its own under
+// deploy/, outside the workspace, that imports Prometheus's rule parser and
+// engine and reads leveeprom's metrics; nothing imports it.
 package rulecheck
