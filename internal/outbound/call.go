@@ -49,6 +49,11 @@ type Call struct {
 	// Margin is shaved off the time left before it is advertised (see
 	// Left); DefaultMargin is the adapters' default.
 	Margin time.Duration
+	// Deadline, when set, bounds the call's attempts, retries and
+	// advertised budget like a deadline of ctx, without being one: a
+	// transport uses it for its default timeout when the response body
+	// must outlive it (see Bound).
+	Deadline time.Time
 	// Now reads the clock; nil means time.Now.
 	Now func() time.Time
 	// Sleep waits d unless ctx ends first; nil means Sleep.
@@ -106,17 +111,29 @@ func noRelease() {}
 func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 	now := c.now()
 	dl, _ := ctx.Deadline()
+	if !c.Deadline.IsZero() && (dl.IsZero() || c.Deadline.Before(dl)) {
+		dl = c.Deadline
+	}
 	var a retry.Attempts
 	a.Init(c.Policy, now, dl)
+	// A retry asks the throttle before the retry budget (retry.Attempts'
+	// gate): a retry the throttle refuses spends no budget token.
+	var gate func(time.Time) error
+	if c.Throttle != nil {
+		gate = func(now time.Time) error { return c.Throttle.AllowAt(now, c.Criticality) }
+	}
+	allowed := false // the gate already let this attempt through
 	for {
-		at, err := c.attempt(ctx, now, a.Attempt())
+		at, err := c.attempt(ctx, now, a.Attempt(), dl)
 		if err != nil {
 			return err
 		}
-		if err := c.Throttle.AllowAt(now, c.Criticality); err != nil {
-			at.Release()
-			a.Next(now, err)
-			return a.Err()
+		if !allowed {
+			if err := c.Throttle.AllowAt(now, c.Criticality); err != nil {
+				at.Release()
+				a.Next(now, err)
+				return a.Err()
+			}
 		}
 		err = send(at)
 		if err == nil {
@@ -141,10 +158,11 @@ func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 		if c.OneShot {
 			return err
 		}
-		wait, again := a.Next(now, err)
+		wait, again := a.NextGated(now, err, gate)
 		if !again {
 			return a.Err()
 		}
+		allowed = true
 		if c.sleep(ctx, wait) != nil {
 			return &retry.GiveUpError{Err: err, Attempts: a.Attempt(), Stop: retry.StopDeadline}
 		}
@@ -152,9 +170,10 @@ func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 	}
 }
 
-// attempt prepares attempt n at now: its context, deadline and advertised
-// budget, or a local Deadline rejection when no useful time is left.
-func (c *Call) attempt(ctx context.Context, now time.Time, n int) (Attempt, error) {
+// attempt prepares attempt n at now for a call that must end by dl (zero:
+// no deadline): its context, deadline and advertised budget, or a local
+// Deadline rejection when no useful time is left.
+func (c *Call) attempt(ctx context.Context, now time.Time, n int, dl time.Time) (Attempt, error) {
 	at := Attempt{N: n, Ctx: ctx, At: now, Release: noRelease}
 	if err := ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -162,7 +181,7 @@ func (c *Call) attempt(ctx context.Context, now time.Time, n int) (Attempt, erro
 		}
 		return at, err
 	}
-	dl, ok := ctx.Deadline()
+	ok := !dl.IsZero()
 	if d := c.Policy.AttemptTimeout; d > 0 && (!ok || now.Add(d).Before(dl)) {
 		dl, ok = now.Add(d), true
 		at.Ctx, at.Release = context.WithDeadline(ctx, dl)
