@@ -1,7 +1,10 @@
 package leveeprom
 
 import (
+	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,8 +18,12 @@ import (
 // throttles with Add, whole groups with AddGroup. The backend label is as
 // bounded as what is added: a throttle.Group holds at most its WithMaxKeys
 // throttles, so key groups by backend service or host, never by request.
-// It reads Throttle.Stats when scraped and adds nothing to the request path.
-// It is safe for concurrent use.
+// Every label value is valid UTF-8 of at most maxLabel bytes: a key that
+// is not (a host name with invalid bytes, a very long key) is exported as
+// its valid prefix followed by "~" and a hash of the whole key, so that one
+// bad name can never make the registry fail a scrape. It reads
+// Throttle.Stats when scraped and adds nothing to the request path. It is
+// safe for concurrent use.
 type ThrottleCollector struct {
 	requests, accepts, rejections, probability *prometheus.Desc
 
@@ -85,14 +92,17 @@ func (c *ThrottleCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	var all []entry
 	for b, t := range c.single {
-		seen[b] = true
-		all = append(all, entry{b, t})
+		b = label(b)
+		if !seen[b] {
+			seen[b] = true
+			all = append(all, entry{b, t})
+		}
 	}
 	groups := append([]*throttle.Group(nil), c.groups...)
 	c.mu.Unlock()
 	for _, g := range groups {
 		g.Range(func(key string, t *throttle.Throttle) bool {
-			if !seen[key] {
+			if key = label(key); !seen[key] {
 				seen[key] = true
 				all = append(all, entry{key, t})
 			}
@@ -109,6 +119,29 @@ func (c *ThrottleCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.probability, prometheus.GaugeValue, s.Probability[crit], e.backend, n)
 		}
 	}
+}
+
+// maxLabel bounds a backend label value, in bytes.
+const maxLabel = 128
+
+// label returns key as a valid, bounded label value: key itself when it
+// is valid UTF-8 of at most maxLabel bytes, else its longest valid prefix
+// of at most maxLabel-17 bytes, "~" and the 16 hex digits of its FNV-1a
+// hash (two keys that differ stay apart).
+func label(key string) string {
+	if len(key) <= maxLabel && utf8.ValidString(key) {
+		return key
+	}
+	prefix := strings.ToValidUTF8(key, "")
+	n := min(len(prefix), maxLabel-17)
+	for n > 0 && n < len(prefix) && !utf8.RuneStart(prefix[n]) {
+		n--
+	}
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	return prefix[:n] + "~" + strconv.FormatUint(h|1<<63, 16)
 }
 
 // BudgetCollector exports a retry.Budget: requests counted, retries the

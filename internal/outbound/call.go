@@ -175,7 +175,7 @@ func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 // Deadline rejection when no useful time is left.
 func (c *Call) attempt(ctx context.Context, now time.Time, n int, dl time.Time) (Attempt, error) {
 	at := Attempt{N: n, Ctx: ctx, At: now, Release: noRelease}
-	if err := ctx.Err(); err != nil {
+	if err := cause(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return at, ErrLocalDeadline
 		}
@@ -204,7 +204,7 @@ func (c *Call) report(ctx context.Context, now time.Time, err error, own bool) {
 		return
 	}
 	o := Overload
-	switch cerr := ctx.Err(); {
+	switch cerr := cause(ctx); {
 	case own || errors.Is(cerr, context.DeadlineExceeded):
 		// No answer in time: how a backend without levee shows overload.
 	case cerr != nil:
@@ -213,6 +213,16 @@ func (c *Call) report(ctx context.Context, now time.Time, err error, own bool) {
 		o = c.judge(err)
 	}
 	o.Report(c.Throttle, now, c.Criticality)
+}
+
+// cause is ctx's error, or the cause it was cancelled with: a transport
+// that bounds only the wait for a response (not its body) cancels with
+// context.DeadlineExceeded as the cause.
+func cause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
 }
 
 func (c *Call) now() time.Time {
