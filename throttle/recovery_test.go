@@ -9,22 +9,33 @@ import (
 	"github.com/levee-dev/levee"
 )
 
-// stage is a stretch of a recovery scenario: the client offers load×100
-// requests a second, and the backend (capacity 100/s, a token bucket)
-// either serves or, down, answers every request "overloaded".
+// stage is a stretch of a recovery scenario: the client offers
+// load×capacity requests a second, and the backend (a token bucket of that
+// capacity) either serves or, down, answers every request "overloaded".
 type stage struct {
 	d    time.Duration
 	load float64
 	down bool
 }
 
-// drive runs th through the stages on virtual time with Poisson arrivals
-// drawn from seed, outcomes reported lat after the send, and returns the
-// local rejection share of every second of the last stage.
-func drive(th *Throttle, stages []stage, seed uint64, lat time.Duration) []float64 {
-	const capacity = 100.0
-	rng := rand.New(rand.NewPCG(seed, 0x7e57))
-	b := newBucket(capacity, time.Second)
+// driveOpts: Poisson arrivals drawn from seed (else evenly spaced),
+// outcomes reported lat after the send, a backend of capacity requests a
+// second (0: 100).
+type driveOpts struct {
+	poisson  bool
+	seed     uint64
+	lat      time.Duration
+	capacity float64
+}
+
+// drive runs th through the stages on virtual time and returns the local
+// rejection share of every second of the last stage.
+func drive(th *Throttle, stages []stage, o driveOpts) []float64 {
+	if o.capacity == 0 {
+		o.capacity = 100
+	}
+	rng := rand.New(rand.NewPCG(o.seed, 0x7e57))
+	b := newBucket(o.capacity, time.Second)
 	type outcome struct {
 		at time.Duration
 		ok bool
@@ -35,10 +46,13 @@ func drive(th *Throttle, stages []stage, seed uint64, lat time.Duration) []float
 	for i, s := range stages {
 		end := at + s.d
 		last := i == len(stages)-1
+		gap := time.Duration(float64(time.Second) / (s.load * o.capacity))
 		var off, rej float64
 		sec := at + time.Second
-		for at < end {
-			at += time.Duration(rng.ExpFloat64() * float64(time.Second) / (s.load * capacity))
+		for ; at < end; at += gap {
+			if o.poisson {
+				gap = time.Duration(rng.ExpFloat64() * float64(time.Second) / (s.load * o.capacity))
+			}
 			for len(pending) > 0 && pending[0].at <= at {
 				th.DoneAt(t0.Add(pending[0].at), levee.Critical, pending[0].ok)
 				pending = pending[1:]
@@ -54,10 +68,10 @@ func drive(th *Throttle, stages []stage, seed uint64, lat time.Duration) []float
 				continue
 			}
 			ok := !s.down && b.take(at)
-			if lat == 0 {
+			if o.lat == 0 {
 				th.DoneAt(now, levee.Critical, ok)
 			} else {
-				pending = append(pending, outcome{at + lat, ok})
+				pending = append(pending, outcome{at + o.lat, ok})
 			}
 		}
 		at = end
@@ -89,7 +103,7 @@ func TestRecoveryAfterOutage(t *testing.T) {
 			worst := 0.0
 			for seed := range uint64(8) {
 				stages := []stage{{60 * time.Second, 1, false}, {outage, 1, true}, {30 * time.Second, 1, false}}
-				got := drive(New(WithSeed(seed)), stages, seed, lat)
+				got := drive(New(WithSeed(seed)), stages, driveOpts{poisson: true, seed: seed, lat: lat})
 				if s := firstAbove(got, 2, 0.05); s >= 0 {
 					t.Errorf("outage %v, latency %v, seed %d: second %d after recovery refuses %.3f locally, want < 0.05 from second 2 (%.2f)",
 						outage, lat, seed, s, got[s], got[:6])
@@ -107,7 +121,7 @@ func TestRecoveryAfterOutage(t *testing.T) {
 // sees only rejections recovers as fast (it used to refuse 99% for 11–22 s).
 func TestRecoveryFreshClientBadFirstSecond(t *testing.T) {
 	for seed := range uint64(8) {
-		got := drive(New(WithSeed(seed)), []stage{{time.Second, 1, true}, {30 * time.Second, 1, false}}, seed, 0)
+		got := drive(New(WithSeed(seed)), []stage{{time.Second, 1, true}, {30 * time.Second, 1, false}}, driveOpts{poisson: true, seed: seed})
 		if s := firstAbove(got, 2, 0.05); s >= 0 {
 			t.Errorf("seed %d: second %d after the bad first second refuses %.3f locally, want < 0.05 (%.2f)", seed, s, got[s], got[:6])
 		}
@@ -126,7 +140,7 @@ func TestRecoverySpikeWithinTwoSeconds(t *testing.T) {
 	}{{2, 2}, {1.1, 4}} {
 		worst := 0
 		for seed := range uint64(8) {
-			got := drive(New(WithK(tt.k), WithSeed(seed)), []stage{{30 * time.Second, 3, false}, {30 * time.Second, 1, false}}, seed, 0)
+			got := drive(New(WithK(tt.k), WithSeed(seed)), []stage{{30 * time.Second, 3, false}, {30 * time.Second, 1, false}}, driveOpts{poisson: true, seed: seed})
 			if s := firstAbove(got, tt.within, 0.05); s >= 0 {
 				t.Errorf("K=%v seed %d: second %d after the spike refuses %.3f locally, want < 0.05 from second %d (%.2f)", tt.k, seed, s, got[s], tt.within, got[:6])
 			}

@@ -111,47 +111,13 @@ func runLatency(th *Throttle, phases []phase, lat time.Duration) []float64 {
 }
 
 // runBackend is runLatency against a backend of capacity cap requests per
-// second.
+// second: drive with evenly spaced arrivals.
 func runBackend(th *Throttle, phases []phase, lat time.Duration, capacity float64) []float64 {
-	b := newBucket(capacity, time.Second)
-	type outcome struct {
-		at time.Duration
-		ok bool
-	}
-	var pending []outcome
-	var out []float64
-	at := time.Duration(0)
+	stages := make([]stage, len(phases))
 	for i, p := range phases {
-		end := at + p.d
-		last := i == len(phases)-1
-		gap := time.Duration(float64(time.Second) / (p.load * capacity))
-		var off, rej float64
-		sec := at + time.Second
-		for ; at < end; at += gap {
-			for len(pending) > 0 && pending[0].at <= at {
-				th.DoneAt(t0.Add(pending[0].at), levee.Critical, pending[0].ok)
-				pending = pending[1:]
-			}
-			if last && at >= sec {
-				out = append(out, rej/off)
-				off, rej, sec = 0, 0, sec+time.Second
-			}
-			now := t0.Add(at)
-			off++
-			if th.AllowAt(now, levee.Critical) != nil {
-				rej++
-				continue
-			}
-			ok := b.take(at)
-			if lat == 0 {
-				th.DoneAt(now, levee.Critical, ok)
-			} else {
-				pending = append(pending, outcome{at + lat, ok})
-			}
-		}
-		at = end
+		stages[i] = stage{d: p.d, load: p.load}
 	}
-	return out
+	return drive(th, stages, driveOpts{lat: lat, capacity: capacity})
 }
 
 func TestRecoveryAfterSpike(t *testing.T) {
