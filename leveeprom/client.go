@@ -13,8 +13,10 @@ import (
 // throttles with Add, whole groups with AddGroup. The backend label is as
 // bounded as what is added: a throttle.Group holds at most its WithMaxKeys
 // throttles, so key groups by backend service or host, never by request.
-// It reads Throttle.Stats when scraped and adds nothing to the request path.
-// It is safe for concurrent use.
+// Every label value is valid UTF-8 of at most 128 bytes (see
+// instrument.Label): one bad host name can never make the registry fail a
+// scrape. It reads Throttle.Stats when scraped and adds nothing to the
+// request path. It is safe for concurrent use.
 type ThrottleCollector struct {
 	d   descs
 	set instrument.Throttles

@@ -1,7 +1,10 @@
 package instrument
 
 import (
+	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/retry"
@@ -93,14 +96,16 @@ func (s *Throttles) Read(emit Emit) {
 	seen := make(map[string]bool, len(s.single))
 	all := make([]entry, 0, len(s.single))
 	for b, t := range s.single {
-		seen[b] = true
-		all = append(all, entry{b, t})
+		if b = Label(b); !seen[b] {
+			seen[b] = true
+			all = append(all, entry{b, t})
+		}
 	}
 	groups := append([]*throttle.Group(nil), s.groups...)
 	s.mu.Unlock()
 	for _, g := range groups {
 		g.Range(func(key string, t *throttle.Throttle) bool {
-			if !seen[key] {
+			if key = Label(key); !seen[key] {
 				seen[key] = true
 				all = append(all, entry{key, t})
 			}
@@ -110,6 +115,31 @@ func (s *Throttles) Read(emit Emit) {
 	for _, e := range all {
 		readThrottle(e.backend, e.t.Stats(), emit)
 	}
+}
+
+// maxLabel bounds a label value taken from a caller's key, in bytes.
+const maxLabel = 128
+
+// Label returns key as a valid, bounded label value: key itself when it is
+// valid UTF-8 of at most 128 bytes, else its longest valid prefix of at
+// most 111 bytes, "~" and the 16 hex digits of its FNV-1a hash (two keys
+// that differ stay apart). A key with invalid bytes (a host name from a
+// hostile URL) would otherwise make a Prometheus registry fail every
+// scrape.
+func Label(key string) string {
+	if len(key) <= maxLabel && utf8.ValidString(key) {
+		return key
+	}
+	prefix := strings.ToValidUTF8(key, "")
+	n := min(len(prefix), maxLabel-17)
+	for n > 0 && n < len(prefix) && !utf8.RuneStart(prefix[n]) {
+		n--
+	}
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	return prefix[:n] + "~" + strconv.FormatUint(h|1<<63, 16)
 }
 
 // readThrottle gives one throttle's readings, for every criticality.
