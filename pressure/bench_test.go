@@ -40,22 +40,35 @@ func BenchmarkObserve(b *testing.B) {
 	})
 }
 
-func BenchmarkAcquireRelease(b *testing.B) {
+// BenchmarkStartDone is the request path of the concurrency signal:
+// StartAt and DoneAt with the caller's clock readings (the adapter has
+// them), with and without a budget.
+func BenchmarkStartDone(b *testing.B) {
+	now := time.Now()
+	end := now.Add(time.Millisecond)
 	b.Run("serial", func(b *testing.B) {
-		c := NewConcurrency(nil)
+		c := NewConcurrency()
 		b.ReportAllocs()
 		for range b.N {
-			c.Acquire()
-			c.Release(time.Millisecond)
+			s := c.StartAt(now, 0)
+			c.DoneAt(s, end, 0)
+		}
+	})
+	b.Run("serial-budget", func(b *testing.B) {
+		c := NewConcurrency()
+		b.ReportAllocs()
+		for range b.N {
+			s := c.StartAt(now, time.Second)
+			c.DoneAt(s, end, 0)
 		}
 	})
 	b.Run("parallel", func(b *testing.B) {
-		c := NewConcurrency(nil)
+		c := NewConcurrency()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				c.Acquire()
-				c.Release(time.Millisecond)
+				s := c.StartAt(now, time.Second)
+				c.DoneAt(s, end, 0)
 			}
 		})
 	})

@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/levee-dev/levee/limit"
 	"github.com/levee-dev/levee/pressure"
 )
 
@@ -50,21 +49,6 @@ func ExampleQueueDelay() {
 	fmt.Printf("queue_delay %.3fs, overloaded: %v\n", q.Value(), q.Value() > q.Target())
 	// Output:
 	// queue_delay 0.009s, overloaded: true
-}
-
-// Concurrency around calls to a dependency.
-func ExampleConcurrency() {
-	c := pressure.NewConcurrency(limit.NewGradient(limit.WithInitialLimit(10)))
-	call := func() {
-		c.Acquire()
-		start := time.Now()
-		// ... call the dependency ...
-		c.Release(time.Since(start))
-	}
-	call()
-	fmt.Println(c.Name(), c.Limit(), c.InFlight())
-	// Output:
-	// concurrency 10 0
 }
 
 // The recommended set, sampled in the background until ctx is done.

@@ -29,18 +29,23 @@ func TestRunStops(t *testing.T) {
 		h := newFakeHist()
 		sched := NewSchedLatency(WithSchedSource(func() *metrics.Float64Histogram { h.add(2, 10); return h.read() }))
 		queue := NewQueueDelay()
-		conc := NewConcurrency(nil)
+		conc := NewConcurrency()
 		set := &Set{CPU: cpu, Sched: sched, Queue: queue}
 
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan string, 2)
 		go func() { set.Run(ctx); done <- "set" }()
 		go func() { conc.Run(ctx); done <- "concurrency" }()
+		var sts [10]Start
 		for range 10 {
 			queue.Observe(7 * time.Millisecond)
-			conc.Acquire()
+			for i := range sts {
+				sts[i] = conc.StartAt(time.Now(), 0)
+			}
 			time.Sleep(100 * time.Millisecond)
-			conc.Release(time.Millisecond)
+			for _, st := range sts {
+				conc.DoneAt(st, time.Now(), 0)
+			}
 		}
 		synctest.Wait()
 		for _, s := range append(set.Signals(), levee.Signal(conc)) {
@@ -64,7 +69,7 @@ func TestRunStops(t *testing.T) {
 func TestRunCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c := NewConcurrency(nil)
+	c := NewConcurrency()
 	q := NewQueueDelay()
 	c.Run(ctx)
 	q.Run(ctx)
@@ -102,7 +107,7 @@ func TestSampleTooSoonSkipped(t *testing.T) {
 	h := newFakeHist()
 	sched := NewSchedLatency(WithSchedSource(h.read))
 	queue := NewQueueDelay()
-	conc := NewConcurrency(nil)
+	conc := NewConcurrency(WithConcurrencyPeriod(100 * time.Millisecond))
 	times := []time.Duration{0, 100 * time.Millisecond, 140 * time.Millisecond, 149 * time.Millisecond}
 	for _, d := range times {
 		f.used = d // one busy core

@@ -28,9 +28,21 @@ func (e *ewma) update(x float64, dt time.Duration) float64 {
 		e.v, e.init = x, true
 		return e.v
 	}
-	alpha := 1 - math.Exp(-float64(dt)/float64(e.tau))
-	e.v += alpha * (x - e.v)
+	e.v += smoothingFactor(dt, e.tau) * (x - e.v)
 	return e.v
+}
+
+// smoothingFactor is the weight of a new reading after dt in an
+// exponentially weighted average with time constant tau: 1 − e^(−dt/tau),
+// 1 when tau ≤ 0, 0 when dt ≤ 0.
+func smoothingFactor(dt, tau time.Duration) float64 {
+	if tau <= 0 {
+		return 1
+	}
+	if dt <= 0 {
+		return 0
+	}
+	return 1 - math.Exp(-float64(dt)/float64(tau))
 }
 
 // run calls sample with the tick time every period until ctx is done; the
