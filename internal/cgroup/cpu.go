@@ -205,7 +205,7 @@ func (l Limit) Cores() float64 {
 // cgroup has no cpu.max); a malformed file is an error.
 func (c *CPU) Limit() (Limit, error) {
 	l := Limit{Quota: Quota{Quota: -1, Period: 100 * time.Millisecond}}
-	for dir := range c.up(c.CPU) {
+	for dir := range up(c.CPU) {
 		q, err := c.quota(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -254,7 +254,7 @@ func (c *CPU) quota(dir string) (Quota, error) {
 }
 
 // up yields h.Dir and its parents up to and including h.Mount.
-func (c *CPU) up(h Hierarchy) func(func(string) bool) {
+func up(h Hierarchy) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		dir := h.Dir
 		for {
