@@ -2,8 +2,10 @@ package pressure
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -90,8 +92,16 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s: Target %v; want > 0", sig.Name(), sig.Target())
 		}
 	}
-	if got := len(names); got != 3 || names[0] != "cpu" || names[1] != "sched_latency" || names[2] != "queue_delay" {
-		t.Errorf("Default signals = %v; want cpu, sched_latency, queue_delay", names)
+	want := "[cpu sched_latency queue_delay concurrency memory gc_cpu open_files]"
+	if got := fmt.Sprint(names); got != want {
+		t.Errorf("Default signals = %v; want %v", got, want)
+	}
+	s, err = Default(WithGoroutineLimit(1000))
+	if err != nil || s.Goroutines == nil || s.Goroutines.Reading().Limit != 0 {
+		t.Errorf("Default(WithGoroutineLimit(1000)): %v, goroutines %v", err, s.Goroutines)
+	}
+	if _, err := Default(WithGoroutineLimit(0)); err == nil || !strings.HasPrefix(err.Error(), "pressure: WithGoroutineLimit(0)") {
+		t.Errorf("Default(WithGoroutineLimit(0)) error = %v; want one naming the option", err)
 	}
 	if got := len((&Set{Queue: NewQueueDelay()}).Signals()); got != 1 {
 		t.Errorf("partial Set: %d signals; want 1", got)
@@ -103,9 +113,9 @@ func TestDefault(t *testing.T) {
 // first, is skipped by every signal instead of measuring microseconds.
 func TestSampleTooSoonSkipped(t *testing.T) {
 	f := &fakeCPU{busy: 1}
-	cpu := newTestCPU(t, nil, 1, f)
+	cpu := newTestCPU(t, nil, 1, f, WithCPUPeriod(100*time.Millisecond))
 	h := newFakeHist()
-	sched := NewSchedLatency(WithSchedSource(h.read))
+	sched := NewSchedLatency(WithSchedSource(h.read), WithSchedPeriod(100*time.Millisecond))
 	queue := NewQueueDelay()
 	conc := NewConcurrency(WithConcurrencyPeriod(100 * time.Millisecond))
 	times := []time.Duration{0, 100 * time.Millisecond, 140 * time.Millisecond, 149 * time.Millisecond}

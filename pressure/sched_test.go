@@ -99,7 +99,7 @@ func TestSchedRealRuntime(t *testing.T) {
 	if v := s.Value(); math.IsNaN(v) || v < 0 || v > 10 {
 		t.Errorf("Value = %v; want a plausible latency in seconds", v)
 	}
-	if s.Name() != "sched_latency" || s.Target() != 0.05 || s.Period() != 100*time.Millisecond {
+	if s.Name() != "sched_latency" || s.Target() != 0.05 || s.Period() != 50*time.Millisecond {
 		t.Errorf("defaults: %s %v %v", s.Name(), s.Target(), s.Period())
 	}
 }

@@ -107,3 +107,23 @@ func (c *checker) smoothing(name string, d time.Duration) {
 func tooSoon(now, last time.Time, period time.Duration) bool {
 	return now.Sub(last) < period/2
 }
+
+// sampleClock is the sample timing of a signal: a sample less than half
+// a period after the previous one is skipped (tooSoon), and the first
+// sample has no interval to measure.
+type sampleClock struct{ lastAt time.Time }
+
+// next returns the time since the previous sample, whether this is the
+// first, and whether to take it at all.
+func (c *sampleClock) next(now time.Time, period time.Duration) (dt time.Duration, first, ok bool) {
+	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, period) {
+		return 0, false, false
+	}
+	first = c.lastAt.IsZero()
+	dt = now.Sub(c.lastAt)
+	if first {
+		dt = period
+	}
+	c.lastAt = now
+	return dt, first, true
+}
