@@ -28,8 +28,8 @@ import (
 //
 // The figures are the runtime's own estimates (/cpu/classes/gc/total
 // minus /cpu/classes/gc/mark/idle, over /cpu/classes/total), smoothed by
-// an EWMA (default 1 s: cycles are bursts). Sampling reads runtime/metrics
-// (about 4 µs). Value is NaN until two samples have been taken. Safe for
+// an EWMA (default 1 s: cycles are bursts). A sample reads
+// runtime/metrics (about 0.3 µs, no allocation: BenchmarkSample). Value is NaN until two samples have been taken. Safe for
 // concurrent use.
 type GCCPU struct {
 	cfg   gcConfig
