@@ -24,6 +24,11 @@ const (
 // concurrency.
 const elasticityWaiting = 0.5
 
+// queueWeight is the exponent of the queue's excess in the saturated
+// reading (rate ÷ capacity × (queue ÷ allowed)^queueWeight): a queue 16
+// times the allowed one asks for half the rate the bottleneck completes.
+const queueWeight = 0.25
+
 // maxCPUShare caps the CPU share in the contention allowance 1 ÷ (1 − CPU)
 // at a factor of 20; at and above it the CPU is saturated and the signal
 // reads 0 (the CPU signal is above its target).
@@ -208,6 +213,7 @@ type concState struct {
 	lastAt time.Time
 	smooth ewma // of the value
 	rate   ewma // ended requests per second
+	arrive ewma // started requests per second
 	starts startRing
 	ev     evidence
 
@@ -243,6 +249,7 @@ func (s *concState) step(w *window, cfg concConfig) {
 		ended += n
 	}
 	X := s.rate.update(float64(ended)/w.dt.Seconds(), w.dt)
+	lambda := s.arrive.update(float64(w.starts)/w.dt.Seconds(), w.dt)
 	s.starts.push(w.dt, w.starts)
 	s.ev.add(w)
 	if s.ev.complete() {
@@ -258,13 +265,14 @@ func (s *concState) step(w *window, cfg concConfig) {
 	}
 	f := contention(w.cpu)
 	s.inflight = w.inflight
+	capacity := math.Max(X, s.throughput)
 	if s.waiting {
 		// Requests wait for the bottleneck, which serves as many as its
 		// throughput × the service time at once. The throughput is the
 		// larger of the evidence window's and the last few periods': the
 		// evidence may include periods in which shedding left the
 		// bottleneck idle.
-		s.served = math.Min(s.inflight, f*s.service*math.Max(X, s.throughput))
+		s.served = math.Min(s.inflight, f*s.service*capacity)
 	} else {
 		// Nobody waits: every request started within f·B is in service
 		// (a traffic step adds them as they come), but not more than ratio
@@ -278,6 +286,15 @@ func (s *concState) step(w *window, cfg concConfig) {
 	s.queue = math.Max(0, s.inflight-s.served)
 	s.allowed = math.Max(cfg.minQueue, (s.target/s.service-1)*s.served)
 	raw := s.queue / s.allowed
+	if s.waiting && capacity > 0 {
+		// The bottleneck is saturated: read the rate let in against what
+		// it completes, weighted by how far the queue is from the allowed
+		// one. Admitting less shows at once (a queue drains only at the
+		// bottleneck's pace: read as a queue alone, the value would stay
+		// high for the whole drain and have the controller cut for all of
+		// it), and the queue settles where the target puts it.
+		raw = lambda / capacity * math.Pow(s.queue/s.allowed, queueWeight)
+	}
 	if w.cpu >= maxCPUShare {
 		// A saturated CPU explains any wait in the handler; the CPU signal
 		// speaks for it, and counting it twice would cut twice as deep.

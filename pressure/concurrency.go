@@ -205,7 +205,8 @@ func NewConcurrency(opts ...ConcurrencyOption) *Concurrency {
 	ch.mustValid()
 	c := &Concurrency{cfg: cfg}
 	c.value.store(math.NaN())
-	c.st = concState{smooth: ewma{tau: cfg.tau}, rate: ewma{tau: 200 * time.Millisecond}, elasticity: math.NaN(), valueNow: math.NaN()}
+	c.st = concState{smooth: ewma{tau: cfg.tau}, rate: ewma{tau: 200 * time.Millisecond}, arrive: ewma{tau: cfg.tau},
+		elasticity: math.NaN(), valueNow: math.NaN()}
 	c.reading = c.st.readingAt(time.Time{})
 	return c
 }
