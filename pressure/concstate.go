@@ -231,6 +231,7 @@ type concState struct {
 
 	target                           float64 // latency target T, seconds
 	inflight, served, queue, allowed float64
+	capacityNow                      float64 // while waiting, per second; else 0
 	valueNow                         float64
 	lastCPU                          float64
 	lastFroze                        bool
@@ -266,7 +267,9 @@ func (s *concState) step(w *window, cfg concConfig) {
 	f := contention(w.cpu)
 	s.inflight = w.inflight
 	capacity := math.Max(X, s.throughput)
+	s.capacityNow = 0
 	if s.waiting {
+		s.capacityNow = capacity
 		// Requests wait for the bottleneck, which serves as many as its
 		// throughput × the service time at once. The throughput is the
 		// larger of the evidence window's and the last few periods': the

@@ -84,9 +84,10 @@ type Concurrency struct {
 	// budgets of starting requests, by budgetBucket.
 	budgets [numBudgetBuckets]atomic.Int64
 
-	cfg    concConfig
-	value  atomicFloat
-	budget atomic.Int64 // learned median budget, ns; 0 = unknown
+	cfg      concConfig
+	value    atomicFloat
+	capacity atomicFloat
+	budget   atomic.Int64 // learned median budget, ns; 0 = unknown
 
 	mu      sync.Mutex
 	st      concState
@@ -226,6 +227,13 @@ func (c *Concurrency) Period() time.Duration { return c.cfg.period }
 
 // InFlight returns the number of requests in the handler now.
 func (c *Concurrency) InFlight() int { return int(max(0, c.inflight.Load())) }
+
+// Capacity returns the requests per second the handler's bottleneck
+// completes, measured while requests wait for each other (the latest such
+// sample), or 0 while nothing waits. A controller steering an admitted
+// rate can take it as the capacity when this signal is the one above its
+// target: admitted ÷ Value is no capacity estimate for a wait.
+func (c *Concurrency) Capacity() float64 { return c.capacity.load() }
 
 // Budget returns the median time budget of the requests that started
 // recently (see StartAt), learned while the process was not overloaded; 0
@@ -371,6 +379,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	w.frozen = c.cfg.freeze()
 
 	st.step(&w, c.cfg)
+	c.capacity.store(st.capacityNow)
 	c.budget.Store(int64(st.budget))
 	c.value.store(st.valueNow)
 	c.reading = st.readingAt(now)

@@ -29,7 +29,8 @@ type poolPlant struct {
 	ctrl *admit.Controller
 	set  *pressure.Set
 
-	showDeadline bool // pass the attempt's deadline to admission
+	showDeadline bool    // pass the attempt's deadline to admission
+	capSlow      float64 // the concurrency signal's Capacity in the slow phase
 
 	cpu     time.Duration
 	pool    int
@@ -128,6 +129,9 @@ func (p *poolPlant) run(d time.Duration) {
 		if p.now%(50*time.Millisecond) == 0 {
 			p.set.SampleAt(now)
 			p.ctrl.Step(now)
+			if p.now == 20*time.Second {
+				p.capSlow = p.set.Concurrency.Capacity()
+			}
 		}
 	}
 }
@@ -265,6 +269,9 @@ func TestPoolDependency(t *testing.T) {
 		}
 		if got := float64(after) / 8; got < 0.95*p.offered {
 			t.Errorf("seed %d: %.0f/s from 2 s after the recovery; want ≥ 0.95 of %.0f", seed, got, p.offered)
+		}
+		if c := p.capSlow; c < 140 || c > 180 {
+			t.Errorf("seed %d: the concurrency signal's capacity read %.0f/s in the slow phase; want about the pool's 160/s", seed, c)
 		}
 	}
 	p := newPoolPlant(1, true)
