@@ -1,6 +1,7 @@
 package pressure
 
 import (
+	"github.com/levee-dev/levee/internal/smooth"
 	"math"
 	"math/bits"
 	"time"
@@ -211,9 +212,9 @@ func (r *startRing) within(d time.Duration) float64 {
 // concState is what a Concurrency has learned.
 type concState struct {
 	lastAt time.Time
-	smooth ewma // of the value
-	rate   ewma // ended requests per second
-	arrive ewma // started requests per second
+	avg    smooth.EWMA // of the value
+	rate   smooth.EWMA // ended requests per second
+	arrive smooth.EWMA // started requests per second
 	starts startRing
 	ev     evidence
 
@@ -249,8 +250,8 @@ func (s *concState) step(w *window, cfg concConfig) {
 	for _, n := range w.n {
 		ended += n
 	}
-	X := s.rate.update(float64(ended)/w.dt.Seconds(), w.dt)
-	lambda := s.arrive.update(float64(w.starts)/w.dt.Seconds(), w.dt)
+	X := s.rate.Update(float64(ended)/w.dt.Seconds(), w.dt)
+	lambda := s.arrive.Update(float64(w.starts)/w.dt.Seconds(), w.dt)
 	s.starts.push(w.dt, w.starts)
 	s.ev.add(w)
 	if s.ev.complete() {
@@ -303,7 +304,7 @@ func (s *concState) step(w *window, cfg concConfig) {
 		// speaks for it, and counting it twice would cut twice as deep.
 		raw = 0
 	}
-	s.valueNow = s.smooth.update(raw, w.dt)
+	s.valueNow = s.avg.Update(raw, w.dt)
 }
 
 // learn updates the service time, the throughput and the waiting verdict
@@ -321,7 +322,7 @@ func (s *concState) learn(cfg concConfig, cpu float64, frozen bool) {
 	case s.service == 0:
 		s.service = q
 	case q < s.service:
-		s.service += smoothingFactor(ev.dur, serviceDown) * (q - s.service)
+		s.service += smooth.Alpha(ev.dur, serviceDown) * (q - s.service)
 	case !frozen && (e < elasticityWaiting || kq <= 2):
 		// Slower, and not because requests wait for each other (latency
 		// does not grow with concurrency, or the requests that waited
@@ -332,7 +333,7 @@ func (s *concState) learn(cfg concConfig, cpu float64, frozen bool) {
 		if q > tol*s.service*f {
 			tau = serviceUp
 		}
-		s.service += smoothingFactor(ev.dur, tau) * (q - s.service)
+		s.service += smooth.Alpha(ev.dur, tau) * (q - s.service)
 	}
 	s.waiting = R > tol*s.service*f && !(e < elasticityWaiting)
 }
@@ -366,7 +367,7 @@ func (s *concState) learnBudget(w *window) {
 		if s.budget == 0 {
 			s.budget = mid
 		} else {
-			s.budget = math.Exp(math.Log(s.budget) + smoothingFactor(s.budgetDur, budgetTau)*(math.Log(mid)-math.Log(s.budget)))
+			s.budget = math.Exp(math.Log(s.budget) + smooth.Alpha(s.budgetDur, budgetTau)*(math.Log(mid)-math.Log(s.budget)))
 		}
 	}
 	s.budgetAcc, s.budgetN, s.budgetDur = [numBudgetBuckets]int64{}, 0, 0

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Concurrency sees requests waiting inside the handler: on a dependency's
@@ -113,51 +114,61 @@ type concConfig struct {
 type ConcurrencyOption func(*concConfig, *checker)
 
 // WithConcurrencyPeriod sets how often Run samples. Default 50ms; range
-// [10ms, 1m].
+// [10ms, 1m]; 0 means the default.
 func WithConcurrencyPeriod(d time.Duration) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d); c.period = d }
+	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d, &c.period) }
 }
 
 // WithConcurrencySmoothing sets the EWMA time constant of the value.
 // Default 100ms; 0 disables smoothing; range [0, 1m].
 func WithConcurrencySmoothing(d time.Duration) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d); c.tau = d }
+	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d, &c.tau) }
 }
 
 // WithLatencyRatio sets the in-handler latency, as a multiple of the
 // learned no-wait service time, at which the signal reads its target.
 // Default 2 (requests may wait as long again as they are served); range
-// [1.2, 100].
+// [1.2, 100]; 0 means the default.
 func WithLatencyRatio(r float64) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) {
-		if !(r >= 1.2 && r <= 100) {
-			ch.bad("WithLatencyRatio(%v): must be in [1.2, 100]", r)
+		if r == 0 {
+			return
 		}
+		ch.check(r >= 1.2 && r <= 100, "WithLatencyRatio", "must be in [1.2, 100] (0 means the default, 2)", r)
 		c.ratio = r
 	}
 }
 
 // WithLatencyBounds sets the floor and the ceiling of the latency target.
-// Default 1ms and 10s; range 0 < floor ≤ ceiling ≤ 1h. The ceiling is
-// lowered further to half the median budget callers send (see StartAt),
-// but never below 1.5 × the learned service time.
+// Default 1ms and 10s; range 0 < floor ≤ ceiling ≤ 1h; a 0 means that
+// bound's default. The ceiling is lowered further to half the median
+// budget callers send (see StartAt), but never below 1.5 × the learned
+// service time.
 func WithLatencyBounds(floor, ceiling time.Duration) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) {
-		if floor <= 0 || ceiling < floor || ceiling > time.Hour {
-			ch.bad("WithLatencyBounds(%v, %v): want 0 < floor ≤ ceiling ≤ 1h", floor, ceiling)
+		f, h := c.floorT, c.ceilT
+		if floor != 0 {
+			f = floor
 		}
-		c.floorT, c.ceilT = floor, ceiling
+		if ceiling != 0 {
+			h = ceiling
+		}
+		ch.check(f > 0 && h >= f && h <= time.Hour, "WithLatencyBounds",
+			"want 0 < floor ≤ ceiling ≤ 1h (0 means the default, 1ms and 10s)", floor, ceiling)
+		c.floorT, c.ceilT = f, h
 	}
 }
 
 // WithMinQueue sets the smallest number of waiting requests the signal
 // reads as its target: a handful of requests waiting is never worth
-// shedding for, however slow the traffic. Default 4; range [1, 1e6].
+// shedding for, however slow the traffic. Default 4; range [1, 1e6]; 0
+// means the default.
 func WithMinQueue(n int) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) {
-		if n < 1 || n > 1e6 {
-			ch.bad("WithMinQueue(%d): must be in [1, 1e6]", n)
+		if n == 0 {
+			return
 		}
+		ch.check(n >= 1 && n <= 1e6, "WithMinQueue", "must be in [1, 1e6] (0 means the default, 4)", n)
 		c.minQueue = float64(n)
 	}
 }
@@ -166,26 +177,24 @@ func WithMinQueue(n int) ConcurrencyOption {
 // utilisation (a fraction of the cores it may use, as CPU.Value), with
 // which latency explained by CPU contention is discounted (see
 // Concurrency). Default: none (no discount). Default passes its CPU
-// signal. NaN readings count as 0; nil is an error.
+// signal. NaN readings count as 0; nil restores the default.
 func WithConcurrencyCPU(f func() float64) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithConcurrencyCPU(nil): need a function")
+	return func(c *concConfig, _ *checker) {
+		if f != nil {
+			c.cpu = f
 		}
-		c.cpu = f
 	}
 }
 
 // WithConcurrencyFreeze sets the function that says the process is
 // overloaded: while it returns true the service time and the callers'
 // budget are not learned upwards. Default: never. Default passes "another
-// signal of the set reads above its target". nil is an error.
+// signal of the set reads above its target". nil restores the default.
 func WithConcurrencyFreeze(f func() bool) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithConcurrencyFreeze(nil): need a function")
+	return func(c *concConfig, _ *checker) {
+		if f != nil {
+			c.freeze = f
 		}
-		c.freeze = f
 	}
 }
 
@@ -206,7 +215,7 @@ func NewConcurrency(opts ...ConcurrencyOption) *Concurrency {
 	ch.mustValid()
 	c := &Concurrency{cfg: cfg}
 	c.value.store(math.NaN())
-	c.st = concState{smooth: ewma{tau: cfg.tau}, rate: ewma{tau: 200 * time.Millisecond}, arrive: ewma{tau: cfg.tau},
+	c.st = concState{avg: smooth.EWMA{Tau: cfg.tau}, rate: smooth.EWMA{Tau: 200 * time.Millisecond}, arrive: smooth.EWMA{Tau: cfg.tau},
 		elasticity: math.NaN(), valueNow: math.NaN()}
 	c.reading = c.st.readingAt(time.Time{})
 	return c
@@ -351,14 +360,10 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := &c.st
-	if !st.lastAt.IsZero() && tooSoon(now, st.lastAt, c.cfg.period) {
+	dt, ok := advance(&st.lastAt, now, c.cfg.period)
+	if !ok {
 		return
 	}
-	dt := c.cfg.period
-	if !st.lastAt.IsZero() {
-		dt = now.Sub(st.lastAt)
-	}
-	st.lastAt = now
 
 	var w window
 	w.dt = dt

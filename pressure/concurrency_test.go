@@ -359,18 +359,27 @@ func TestNoTripCPUBound(t *testing.T) {
 }
 
 func TestConcurrencyOptions(t *testing.T) {
-	for _, o := range []ConcurrencyOption{
-		WithConcurrencyPeriod(time.Millisecond), WithConcurrencySmoothing(-1), WithLatencyRatio(1.1),
-		WithLatencyRatio(math.NaN()), WithLatencyBounds(0, time.Second), WithLatencyBounds(time.Second, time.Millisecond),
-		WithMinQueue(0), WithConcurrencyCPU(nil), WithConcurrencyFreeze(nil),
-	} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil {
-					t.Errorf("NewConcurrency with a bad option did not panic")
-				}
-			}()
-			NewConcurrency(o)
-		}()
+	tests := []struct {
+		opt  ConcurrencyOption
+		want string
+	}{
+		{WithConcurrencyPeriod(time.Millisecond), "WithConcurrencyPeriod(1ms): must be in [10ms, 1m] (0 means the default, 50ms)"},
+		{WithConcurrencySmoothing(-1), "WithConcurrencySmoothing(-1ns): must be in [0, 1m] (0 means none)"},
+		{WithLatencyRatio(1.1), "WithLatencyRatio(1.1): must be in [1.2, 100] (0 means the default, 2)"},
+		{WithLatencyRatio(math.NaN()), "WithLatencyRatio(NaN): must be in [1.2, 100] (0 means the default, 2)"},
+		{WithLatencyBounds(-time.Millisecond, 0), "WithLatencyBounds(-1ms, 0s): want 0 < floor ≤ ceiling ≤ 1h (0 means the default, 1ms and 10s)"},
+		{WithLatencyBounds(time.Second, time.Millisecond), "WithLatencyBounds(1s, 1ms): want 0 < floor ≤ ceiling ≤ 1h (0 means the default, 1ms and 10s)"},
+		{WithMinQueue(-1), "WithMinQueue(-1): must be in [1, 1e6] (0 means the default, 4)"},
+	}
+	for _, tt := range tests {
+		if got, want := panicMessage(func() { NewConcurrency(tt.opt) }), "pressure: "+tt.want; got != want {
+			t.Errorf("NewConcurrency panicked with %q; want %q", got, want)
+		}
+	}
+	c := NewConcurrency(WithConcurrencyPeriod(0), WithLatencyRatio(0), WithLatencyBounds(0, time.Minute), WithMinQueue(0),
+		WithConcurrencyCPU(nil), WithConcurrencyFreeze(nil))
+	if c.Period() != 50*time.Millisecond || c.cfg.ratio != 2 || c.cfg.floorT != time.Millisecond || c.cfg.ceilT != time.Minute ||
+		c.cfg.minQueue != 4 || c.cfg.cpu == nil || c.cfg.freeze == nil {
+		t.Errorf("zero and nil options: %+v; want the defaults (and the 1m ceiling given)", c.cfg)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Count is a number of things this process holds against a limit on it,
@@ -31,8 +32,8 @@ type Count struct {
 	value atomicFloat
 
 	mu      sync.Mutex
-	clock   sampleClock
-	smooth  ewma
+	lastAt  time.Time
+	avg     smooth.EWMA
 	reading CountReading
 }
 
@@ -49,38 +50,39 @@ type countConfig struct {
 type CountOption func(*countConfig, *checker)
 
 // WithCountTarget sets the fraction of the limit the controller steers to.
-// Default 0.9 for goroutines, 0.8 for open files; range (0, 1].
+// Default 0.9 for goroutines, 0.8 for open files; range (0, 1]; 0 means
+// the default.
 func WithCountTarget(f float64) CountOption {
 	return func(c *countConfig, ch *checker) {
-		if !(f > 0 && f <= 1) {
-			ch.bad("WithCountTarget(%v): must be in (0, 1]", f)
+		if f == 0 {
+			return
 		}
+		ch.check(f > 0 && f <= 1, "WithCountTarget", "must be in (0, 1] (0 means the default)", f)
 		c.target = f
 	}
 }
 
 // WithCountPeriod sets how often Run samples. Default 100ms for
 // goroutines, 1s for open files (each sample lists the descriptor
-// table); range [10ms, 1m].
+// table); range [10ms, 1m]; 0 means the default.
 func WithCountPeriod(d time.Duration) CountOption {
-	return func(c *countConfig, ch *checker) { ch.period("WithCountPeriod", d); c.period = d }
+	return func(c *countConfig, ch *checker) { ch.period("WithCountPeriod", d, &c.period) }
 }
 
 // WithCountSmoothing sets the EWMA time constant of the value. Default 0
 // (none); range [0, 1m].
 func WithCountSmoothing(d time.Duration) CountOption {
-	return func(c *countConfig, ch *checker) { ch.smoothing("WithCountSmoothing", d); c.tau = d }
+	return func(c *countConfig, ch *checker) { ch.smoothing("WithCountSmoothing", d, &c.tau) }
 }
 
 // WithCountSource sets the reader of the count and its limit. Default: as
-// the constructor says. A limit ≤ 0 or an error gives no reading. nil is
-// an error.
+// the constructor says. A limit ≤ 0 or an error gives no reading. nil
+// restores the default.
 func WithCountSource(read func() (n, limit int64, err error)) CountOption {
-	return func(c *countConfig, ch *checker) {
-		if read == nil {
-			ch.bad("WithCountSource(nil): need a reader")
+	return func(c *countConfig, _ *checker) {
+		if read != nil {
+			c.read = read
 		}
-		c.read = read
 	}
 }
 
@@ -90,7 +92,7 @@ func newCount(name string, cfg countConfig, opts []CountOption) *Count {
 		o(&cfg, &ch)
 	}
 	ch.mustValid()
-	c := &Count{name: name, cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	c := &Count{name: name, cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	c.value.store(math.NaN())
 	c.reading = CountReading{Value: math.NaN()}
 	return c
@@ -106,9 +108,7 @@ func newCount(name string, cfg countConfig, opts []CountOption) *Count {
 // costs about 0.1 µs.
 func NewGoroutines(ceiling int, opts ...CountOption) *Count {
 	var ch checker
-	if ceiling < 1 {
-		ch.bad("NewGoroutines(%d): the ceiling must be ≥ 1", ceiling)
-	}
+	ch.check(ceiling >= 1, "NewGoroutines", "the ceiling must be ≥ 1", ceiling)
 	ch.mustValid()
 	cfg := countConfig{target: 0.9, period: 100 * time.Millisecond,
 		read: func() (int64, int64, error) { return int64(runtime.NumGoroutine()), int64(ceiling), nil }}
@@ -163,14 +163,14 @@ func (c *Count) Reading() CountReading {
 func (c *Count) SampleAt(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	dt, _, ok := c.clock.next(now, c.cfg.period)
+	dt, ok := advance(&c.lastAt, now, c.cfg.period)
 	if !ok {
 		return
 	}
 	n, limit, err := c.cfg.read()
 	r := CountReading{Time: now, Value: math.NaN(), Count: n, Limit: limit, Err: err}
 	if err == nil && limit > 0 && n >= 0 {
-		r.Value = c.smooth.update(float64(n)/float64(limit), dt)
+		r.Value = c.avg.Update(float64(n)/float64(limit), dt)
 	}
 	c.value.store(r.Value)
 	c.reading = r

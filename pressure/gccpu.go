@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // GCCPU is the share of the CPU available to Go code (GOMAXPROCS × wall
@@ -36,8 +37,8 @@ type GCCPU struct {
 	value atomicFloat
 
 	mu       sync.Mutex
-	clock    sampleClock
-	smooth   ewma
+	lastAt   time.Time
+	avg      smooth.EWMA
 	prevGC   float64
 	prevAll  float64
 	havePrev bool
@@ -57,36 +58,37 @@ type gcConfig struct {
 type GCOption func(*gcConfig, *checker)
 
 // WithGCTarget sets the GC's share of the CPU the controller steers to.
-// Default 0.3; range (0, 1].
+// Default 0.3; range (0, 1]; 0 means the default.
 func WithGCTarget(f float64) GCOption {
 	return func(c *gcConfig, ch *checker) {
-		if !(f > 0 && f <= 1) {
-			ch.bad("WithGCTarget(%v): must be in (0, 1]", f)
+		if f == 0 {
+			return
 		}
+		ch.check(f > 0 && f <= 1, "WithGCTarget", "must be in (0, 1] (0 means the default, 0.3)", f)
 		c.target = f
 	}
 }
 
-// WithGCPeriod sets how often Run samples. Default 100ms; range [10ms, 1m].
+// WithGCPeriod sets how often Run samples. Default 100ms; range [10ms, 1m];
+// 0 means the default.
 func WithGCPeriod(d time.Duration) GCOption {
-	return func(c *gcConfig, ch *checker) { ch.period("WithGCPeriod", d); c.period = d }
+	return func(c *gcConfig, ch *checker) { ch.period("WithGCPeriod", d, &c.period) }
 }
 
 // WithGCSmoothing sets the EWMA time constant of the value. Default 1s; 0
 // disables smoothing; range [0, 1m].
 func WithGCSmoothing(d time.Duration) GCOption {
-	return func(c *gcConfig, ch *checker) { ch.smoothing("WithGCSmoothing", d); c.tau = d }
+	return func(c *gcConfig, ch *checker) { ch.smoothing("WithGCSmoothing", d, &c.tau) }
 }
 
 // WithGCSource sets the reader of the cumulative GC CPU time (without idle
 // marking) and the cumulative CPU time available, in seconds. Default:
-// runtime/metrics. nil is an error.
+// runtime/metrics. nil restores the default.
 func WithGCSource(read func() (gc, total float64)) GCOption {
-	return func(c *gcConfig, ch *checker) {
-		if read == nil {
-			ch.bad("WithGCSource(nil): need a reader")
+	return func(c *gcConfig, _ *checker) {
+		if read != nil {
+			c.read = read
 		}
-		c.read = read
 	}
 }
 
@@ -102,7 +104,7 @@ func NewGCCPU(opts ...GCOption) *GCCPU {
 	if cfg.read == nil {
 		cfg.read = runtimeGCCPU()
 	}
-	g := &GCCPU{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	g := &GCCPU{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	g.value.store(math.NaN())
 	g.reading = GCReading{Value: math.NaN(), Raw: math.NaN()}
 	return g
@@ -159,7 +161,7 @@ func (g *GCCPU) Reading() GCReading {
 func (g *GCCPU) SampleAt(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	dt, _, ok := g.clock.next(now, g.cfg.period)
+	dt, ok := advance(&g.lastAt, now, g.cfg.period)
 	if !ok {
 		return
 	}
@@ -171,7 +173,7 @@ func (g *GCCPU) SampleAt(now time.Time) {
 		return
 	}
 	raw := math.Min(1, dGC/dAll)
-	v := g.smooth.update(raw, dt)
+	v := g.avg.Update(raw, dt)
 	g.value.store(v)
 	g.reading = GCReading{Time: now, Value: v, Raw: raw}
 }

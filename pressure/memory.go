@@ -12,6 +12,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/cgroup"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Memory is how close this process is to its memory limit, as a fraction
@@ -53,8 +54,8 @@ type Memory struct {
 	value  atomicFloat
 
 	mu        sync.Mutex
-	clock     sampleClock
-	smooth    ewma
+	lastAt    time.Time
+	avg       smooth.EWMA
 	limit     cgroup.MemoryLimit
 	limitAt   time.Time
 	haveLimit bool
@@ -90,26 +91,27 @@ type memConfig struct {
 type MemoryOption func(*memConfig, *checker)
 
 // WithMemoryTarget sets the fraction of the limit the controller steers
-// to. Default 0.8; range (0, 1].
+// to. Default 0.8; range (0, 1]; 0 means the default.
 func WithMemoryTarget(f float64) MemoryOption {
 	return func(c *memConfig, ch *checker) {
-		if !(f > 0 && f <= 1) {
-			ch.bad("WithMemoryTarget(%v): must be in (0, 1]", f)
+		if f == 0 {
+			return
 		}
+		ch.check(f > 0 && f <= 1, "WithMemoryTarget", "must be in (0, 1] (0 means the default, 0.8)", f)
 		c.target = f
 	}
 }
 
 // WithMemoryPeriod sets how often Run samples. Default 100ms; range
-// [10ms, 1m].
+// [10ms, 1m]; 0 means the default.
 func WithMemoryPeriod(d time.Duration) MemoryOption {
-	return func(c *memConfig, ch *checker) { ch.period("WithMemoryPeriod", d); c.period = d }
+	return func(c *memConfig, ch *checker) { ch.period("WithMemoryPeriod", d, &c.period) }
 }
 
 // WithMemorySmoothing sets the EWMA time constant of the value. Default 0
 // (none: the live heap already moves once per GC cycle); range [0, 1m].
 func WithMemorySmoothing(d time.Duration) MemoryOption {
-	return func(c *memConfig, ch *checker) { ch.smoothing("WithMemorySmoothing", d); c.tau = d }
+	return func(c *memConfig, ch *checker) { ch.smoothing("WithMemorySmoothing", d, &c.tau) }
 }
 
 // WithMemoryCgroupFS sets the filesystem in which /proc/self/cgroup,
@@ -121,13 +123,12 @@ func WithMemoryCgroupFS(fsys fs.FS) MemoryOption {
 }
 
 // WithMemoryStats sets the reader of the runtime's memory figures.
-// Default: runtime/metrics. nil is an error.
+// Default: runtime/metrics. nil restores the default.
 func WithMemoryStats(f func() MemoryStats) MemoryOption {
-	return func(c *memConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithMemoryStats(nil): need a reader")
+	return func(c *memConfig, _ *checker) {
+		if f != nil {
+			c.stats = f
 		}
-		c.stats = f
 	}
 }
 
@@ -145,7 +146,7 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	if cfg.stats == nil {
 		cfg.stats = runtimeMemoryStats()
 	}
-	m := &Memory{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	m := &Memory{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	if cfg.fsys != nil {
 		m.cg, m.cgErr = cgroup.FindMemory(cfg.fsys)
 	} else {
@@ -238,7 +239,7 @@ func (m *Memory) Reading() MemoryReading {
 func (m *Memory) SampleAt(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	dt, _, ok := m.clock.next(now, m.cfg.period)
+	dt, ok := advance(&m.lastAt, now, m.cfg.period)
 	if !ok {
 		return
 	}
@@ -272,7 +273,7 @@ func (m *Memory) SampleAt(now time.Time) {
 	}
 	r.Value = raw
 	if !math.IsNaN(raw) {
-		r.Value = m.smooth.update(raw, dt)
+		r.Value = m.avg.Update(raw, dt)
 	}
 	m.value.store(r.Value)
 	m.reading = r

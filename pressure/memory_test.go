@@ -211,25 +211,28 @@ func TestCountDirents(t *testing.T) {
 }
 
 func TestResourceOptions(t *testing.T) {
-	bad := []func(){
-		func() { NewMemory(WithMemoryTarget(0)) },
-		func() { NewMemory(WithMemoryTarget(1.5)) },
-		func() { NewMemory(WithMemoryStats(nil)) },
-		func() { NewGCCPU(WithGCTarget(math.NaN())) },
-		func() { NewGCCPU(WithGCSource(nil)) },
-		func() { NewGoroutines(0) },
-		func() { NewOpenFiles(WithCountTarget(2)) },
-		func() { NewOpenFiles(WithCountSource(nil)) },
-		func() { NewOpenFiles(WithCountPeriod(time.Hour)) },
+	tests := []struct {
+		f    func()
+		want string
+	}{
+		{func() { NewMemory(WithMemoryTarget(-0.1)) }, "WithMemoryTarget(-0.1): must be in (0, 1] (0 means the default, 0.8)"},
+		{func() { NewMemory(WithMemoryTarget(1.5)) }, "WithMemoryTarget(1.5): must be in (0, 1] (0 means the default, 0.8)"},
+		{func() { NewMemory(WithMemoryPeriod(time.Hour)) }, "WithMemoryPeriod(1h0m0s): must be in [10ms, 1m] (0 means the default, 100ms)"},
+		{func() { NewGCCPU(WithGCTarget(math.NaN())) }, "WithGCTarget(NaN): must be in (0, 1] (0 means the default, 0.3)"},
+		{func() { NewGoroutines(0) }, "NewGoroutines(0): the ceiling must be ≥ 1"},
+		{func() { NewOpenFiles(WithCountTarget(2)) }, "WithCountTarget(2): must be in (0, 1] (0 means the default)"},
+		{func() { NewOpenFiles(WithCountPeriod(time.Hour)) }, "WithCountPeriod(1h0m0s): must be in [10ms, 1m] (0 means the default, 1s)"},
 	}
-	for i, f := range bad {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("case %d: a bad option did not panic", i)
-				}
-			}()
-			f()
-		}()
+	for _, tt := range tests {
+		if got, want := panicMessage(tt.f), "pressure: "+tt.want; got != want {
+			t.Errorf("panicked with %q; want %q", got, want)
+		}
+	}
+	m := NewMemory(WithMemoryTarget(0), WithMemoryPeriod(0), WithMemoryStats(nil))
+	g := NewGCCPU(WithGCTarget(0), WithGCSource(nil))
+	o := NewOpenFiles(WithCountTarget(0), WithCountSource(nil))
+	if m.Target() != 0.8 || m.Period() != 100*time.Millisecond || m.cfg.stats == nil || g.Target() != 0.3 || g.cfg.read == nil ||
+		o.Target() != 0.8 || o.cfg.read == nil {
+		t.Errorf("zero and nil options did not give the defaults")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // QueueDelay is the time requests waited between their arrival and the
@@ -66,7 +67,7 @@ type QueueDelay struct {
 
 	mu      sync.Mutex
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	scale   float64 // learned CPU seconds per request per core; 0 = not yet
 	accN    int64   // observations, CPU seconds per core and time accumulated towards the next
 	accCPU  float64 // scale update
@@ -101,75 +102,81 @@ type queueConfig struct {
 type QueueOption func(*queueConfig, *checker)
 
 // WithQueueTarget fixes the target instead of learning it (see
-// QueueDelay). Range (0, 1m].
+// QueueDelay). Range (0, 1m]; 0 means the default, a learned target.
 func WithQueueTarget(d time.Duration) QueueOption {
 	return func(c *queueConfig, ch *checker) {
-		if d <= 0 || d > time.Minute {
-			ch.bad("WithQueueTarget(%v): must be in (0, 1m]", d)
+		if d == 0 {
+			return
 		}
+		ch.check(d > 0 && d <= time.Minute, "WithQueueTarget", "must be in (0, 1m] (0 means the default, learned)", d)
 		c.fixed = d.Seconds()
 	}
 }
 
 // WithQueueBounds sets the floor and the ceiling of the learned target.
-// Default 5ms and 1s; range 0 < floor ≤ ceiling ≤ 1m.
+// Default 5ms and 1s; range 0 < floor ≤ ceiling ≤ 1m; a 0 means that
+// bound's default.
 func WithQueueBounds(floor, ceiling time.Duration) QueueOption {
 	return func(c *queueConfig, ch *checker) {
-		if floor <= 0 || ceiling < floor || ceiling > time.Minute {
-			ch.bad("WithQueueBounds(%v, %v): want 0 < floor ≤ ceiling ≤ 1m", floor, ceiling)
+		f, h := c.floor, c.ceiling
+		if floor != 0 {
+			f = floor.Seconds()
 		}
-		c.floor, c.ceiling = floor.Seconds(), ceiling.Seconds()
+		if ceiling != 0 {
+			h = ceiling.Seconds()
+		}
+		ch.check(f > 0 && h >= f && h <= 60, "WithQueueBounds",
+			"want 0 < floor ≤ ceiling ≤ 1m (0 means the default, 5ms and 1s)", floor, ceiling)
+		c.floor, c.ceiling = f, h
 	}
 }
 
 // WithQueueCPU sets the function returning the process's CPU utilisation
 // (a fraction of the cores it may use, as CPU.Value) from which the
 // target's scale is learned. Default: none (the target stays at its
-// unlearned value). NaN readings teach nothing; nil is an error.
+// unlearned value). NaN readings teach nothing; nil restores the default.
 func WithQueueCPU(f func() float64) QueueOption {
-	return func(c *queueConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithQueueCPU(nil): need a function")
+	return func(c *queueConfig, _ *checker) {
+		if f != nil {
+			c.cpu = f
 		}
-		c.cpu = f
 	}
 }
 
 // WithQueueBudget sets the function returning the callers' median time
 // budget (as Concurrency.Budget; 0 = unknown), a quarter of which caps the
-// target. Default: none. nil is an error.
+// target. Default: none. nil restores the default.
 func WithQueueBudget(f func() time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithQueueBudget(nil): need a function")
+	return func(c *queueConfig, _ *checker) {
+		if f != nil {
+			c.budget = f
 		}
-		c.budget = f
 	}
 }
 
 // WithQueueFreeze sets the function that says the process is overloaded:
 // while it returns true the target's scale is not learned. Default:
-// never. nil is an error.
+// never. nil restores the default.
 func WithQueueFreeze(f func() bool) QueueOption {
-	return func(c *queueConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithQueueFreeze(nil): need a function")
+	return func(c *queueConfig, _ *checker) {
+		if f != nil {
+			c.freeze = f
 		}
-		c.freeze = f
 	}
 }
 
 // WithQueueInterval sets the interval over which the minimum is taken,
 // which is also Run's sampling period. Default 100ms (CoDel's interval);
-// range [10ms, 1m]. It should exceed the usual time between requests.
+// range [10ms, 1m]; 0 means the default. It should exceed the usual time
+// between requests.
 func WithQueueInterval(d time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) { ch.period("WithQueueInterval", d); c.interval = d }
+	return func(c *queueConfig, ch *checker) { ch.period("WithQueueInterval", d, &c.interval) }
 }
 
 // WithQueueSmoothing sets an EWMA time constant over the interval minima.
 // Default 0 (none); range [0, 1m].
 func WithQueueSmoothing(d time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) { ch.smoothing("WithQueueSmoothing", d); c.tau = d }
+	return func(c *queueConfig, ch *checker) { ch.smoothing("WithQueueSmoothing", d, &c.tau) }
 }
 
 // NewQueueDelay returns a queueing delay signal. It panics with a
@@ -185,7 +192,7 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 		o(&cfg, &ch)
 	}
 	ch.mustValid()
-	q := &QueueDelay{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	q := &QueueDelay{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	q.min.Store(noObservation)
 	q.value.store(math.NaN())
 	q.target.store(q.targetFor(0))
@@ -268,17 +275,13 @@ func (q *QueueDelay) Reading() QueueReading {
 func (q *QueueDelay) SampleAt(now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.lastAt.IsZero() && tooSoon(now, q.lastAt, q.cfg.interval) {
+	first := q.lastAt.IsZero()
+	dt, ok := advance(&q.lastAt, now, q.cfg.interval)
+	if !ok {
 		return
 	}
 	m := q.min.Swap(noObservation)
 	n := q.count.Swap(0)
-	first := q.lastAt.IsZero()
-	dt := now.Sub(q.lastAt)
-	if first {
-		dt = q.cfg.interval
-	}
-	q.lastAt = now
 	raw, observed := 0.0, m != noObservation
 	if observed {
 		raw = time.Duration(m).Seconds()
@@ -289,7 +292,7 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 	}
 	target := q.targetFor(q.scale)
 	q.target.store(target)
-	v := q.smooth.update(raw, dt)
+	v := q.avg.Update(raw, dt)
 	q.value.store(v)
 	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed, Target: target, Scale: q.scale, Frozen: frozen}
 }
@@ -316,7 +319,7 @@ func (q *QueueDelay) learn(n int64, dt time.Duration, frozen bool) {
 	if q.scale == 0 {
 		q.scale = x
 	} else {
-		q.scale += smoothingFactor(q.accDt, queueScaleTau) * (x - q.scale)
+		q.scale += smooth.Alpha(q.accDt, queueScaleTau) * (x - q.scale)
 	}
 	q.accN, q.accCPU, q.accDt = 0, 0, 0
 }
@@ -333,14 +336,5 @@ func (q *QueueDelay) Run(ctx context.Context) {
 		q.lastAt = time.Now()
 	}
 	q.mu.Unlock()
-	t := time.NewTicker(q.cfg.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			q.SampleAt(now)
-		}
-	}
+	ticks(ctx, q.cfg.interval, q.SampleAt)
 }

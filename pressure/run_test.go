@@ -100,8 +100,11 @@ func TestDefault(t *testing.T) {
 	if err != nil || s.Goroutines == nil || s.Goroutines.Reading().Limit != 0 {
 		t.Errorf("Default(WithGoroutineLimit(1000)): %v, goroutines %v", err, s.Goroutines)
 	}
-	if _, err := Default(WithGoroutineLimit(0)); err == nil || !strings.HasPrefix(err.Error(), "pressure: WithGoroutineLimit(0)") {
-		t.Errorf("Default(WithGoroutineLimit(0)) error = %v; want one naming the option", err)
+	if _, err := Default(WithGoroutineLimit(-1)); err == nil || !strings.HasPrefix(err.Error(), "pressure: WithGoroutineLimit(-1)") {
+		t.Errorf("Default(WithGoroutineLimit(-1)) error = %v; want one naming the option", err)
+	}
+	if s, err := Default(WithGoroutineLimit(0)); err != nil || s.Goroutines != nil {
+		t.Errorf("Default(WithGoroutineLimit(0)) = %v, %v; want the default, no goroutines signal", s, err)
 	}
 	if got := len((&Set{Queue: NewQueueDelay()}).Signals()); got != 1 {
 		t.Errorf("partial Set: %d signals; want 1", got)

@@ -98,12 +98,13 @@ type setConfig struct {
 
 // WithGoroutineLimit adds to the set a goroutines signal against ceiling
 // (see NewGoroutines). Default: none (no ceiling is configured). Range
-// [1, 1e9].
+// [1, 1e9]; 0 means the default, none.
 func WithGoroutineLimit(ceiling int) SetOption {
 	return func(c *setConfig, ch *checker) {
-		if ceiling < 1 || ceiling > 1e9 {
-			ch.bad("WithGoroutineLimit(%d): must be in [1, 1e9]", ceiling)
+		if ceiling == 0 {
+			return
 		}
+		ch.check(ceiling >= 1 && ceiling <= 1e9, "WithGoroutineLimit", "must be in [1, 1e9] (0 means the default, none)", ceiling)
 		c.goroutines = ceiling
 	}
 }
@@ -140,7 +141,7 @@ func Default(opts ...SetOption) (*Set, error) {
 	for _, o := range opts {
 		o(&cfg, &ch)
 	}
-	if err := ch.err(); err != nil {
+	if err := ch.err; err != nil {
 		return nil, err
 	}
 	c, err := NewCPU()

@@ -1,10 +1,13 @@
 package fairq
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // NumClasses is the number of request classes (criticalities) a sample can
@@ -133,22 +136,8 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 		t.genStart = now
 	}
 	// Heaviest first, ties by key: deterministic whatever the map order.
-	slices.SortFunc(t.items, func(a, b batchItem) int {
-		if a.tot != b.tot {
-			if a.tot > b.tot {
-				return -1
-			}
-			return 1
-		}
-		if a.key < b.key {
-			return -1
-		}
-		if a.key > b.key {
-			return 1
-		}
-		return 0
-	})
-	decay := math.Exp(-sec / t.countTau.Seconds())
+	slices.SortFunc(t.items, func(a, b batchItem) int { return heavierFirst(a.tot, b.tot, a.key, b.key) })
+	decay := smooth.Decay(dt, t.countTau)
 	for i := range t.entries {
 		t.entries[i].count *= decay
 	}
@@ -184,7 +173,7 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 		t.entries[m] = Tenant{Key: it.key, count: t.entries[m].count + it.tot, period: it.w, fresh: true}
 		replaced++
 	}
-	alpha := 1 - math.Exp(-sec/t.rateTau.Seconds())
+	alpha := smooth.Alpha(dt, t.rateTau)
 	for i := range t.entries {
 		t.entries[i].smooth(sec, alpha)
 	}
@@ -210,7 +199,7 @@ func (e *Tenant) smooth(sec, alpha float64) {
 		if e.fresh || jump {
 			e.Rate[c] = r
 		} else {
-			e.Rate[c] += alpha * (r - e.Rate[c])
+			e.Rate[c] = smooth.Toward(e.Rate[c], r, alpha)
 		}
 		e.period[c] = 0
 	}
@@ -232,23 +221,17 @@ func (t *Tracker) Top(dst []Tenant, min float64) []Tenant {
 			dst = append(dst, t.entries[i])
 		}
 	}
-	slices.SortFunc(dst[start:], func(a, b Tenant) int {
-		ta, tb := a.Total(), b.Total()
-		if ta != tb {
-			if ta > tb {
-				return -1
-			}
-			return 1
-		}
-		if a.Key < b.Key {
-			return -1
-		}
-		if a.Key > b.Key {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(dst[start:], func(a, b Tenant) int { return heavierFirst(a.Total(), b.Total(), a.Key, b.Key) })
 	return dst
+}
+
+// heavierFirst orders by weight, heaviest first, and equal weights by key:
+// a total order, so that no decision depends on map or arrival order.
+func heavierFirst(wa, wb float64, ka, kb uint64) int {
+	if c := cmp.Compare(wb, wa); c != 0 {
+		return c
+	}
+	return cmp.Compare(ka, kb)
 }
 
 // Len returns the number of entries in the heavy-hitter table.

@@ -94,7 +94,7 @@ func (w *world) result() report.Run {
 		if t.Goodput > 0 {
 			pr.Latency.Mean = report.RoundSeconds(lat / float64(t.Goodput))
 		}
-		for _, cr := range levee.ByRank {
+		for _, cr := range levee.Criticalities() {
 			if ct := w.crit[i][cr]; ct.Offered > 0 {
 				pr.ByCriticality = append(pr.ByCriticality, report.Class{Name: cr.String(), Rates: ct.Rates(d)})
 			}
