@@ -288,7 +288,7 @@ func (s *concState) step(w *window, cfg concConfig) {
 		s.served = math.Min(s.inflight, math.Min(math.Max(s.starts.within(seconds(f*s.service)), done), cfg.ratio*done))
 	}
 	s.queue = math.Max(0, s.inflight-s.served)
-	s.allowed = math.Max(cfg.minQueue, (s.target/s.service-1)*s.served)
+	s.allowed = math.Max(float64(cfg.minQueue), (s.target/s.service-1)*s.served)
 	raw := s.queue / s.allowed
 	if s.waiting && capacity > 0 {
 		// The bottleneck is saturated: read the rate let in against what

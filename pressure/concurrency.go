@@ -103,7 +103,7 @@ type concConfig struct {
 	period   time.Duration
 	tau      time.Duration
 	ratio    float64
-	minQueue float64
+	minQueue int
 	floorT   time.Duration
 	ceilT    time.Duration
 	cpu      func() float64
@@ -131,11 +131,7 @@ func WithConcurrencySmoothing(d time.Duration) ConcurrencyOption {
 // [1.2, 100]; 0 means the default.
 func WithLatencyRatio(r float64) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) {
-		if r == 0 {
-			return
-		}
-		ch.check(r >= 1.2 && r <= 100, "WithLatencyRatio", "must be in [1.2, 100] (0 means the default, 2)", r)
-		c.ratio = r
+		set(ch, &c.ratio, r, r >= 1.2 && r <= 100, "WithLatencyRatio", "must be in [1.2, 100] (0 means the default, 2)")
 	}
 }
 
@@ -165,11 +161,7 @@ func WithLatencyBounds(floor, ceiling time.Duration) ConcurrencyOption {
 // means the default.
 func WithMinQueue(n int) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) {
-		if n == 0 {
-			return
-		}
-		ch.check(n >= 1 && n <= 1e6, "WithMinQueue", "must be in [1, 1e6] (0 means the default, 4)", n)
-		c.minQueue = float64(n)
+		set(ch, &c.minQueue, n, n >= 1 && n <= 1e6, "WithMinQueue", "must be in [1, 1e6] (0 means the default, 4)")
 	}
 }
 

@@ -54,11 +54,7 @@ type CountOption func(*countConfig, *checker)
 // the default.
 func WithCountTarget(f float64) CountOption {
 	return func(c *countConfig, ch *checker) {
-		if f == 0 {
-			return
-		}
-		ch.check(f > 0 && f <= 1, "WithCountTarget", "must be in (0, 1] (0 means the default)", f)
-		c.target = f
+		set(ch, &c.target, f, f > 0 && f <= 1, "WithCountTarget", "must be in (0, 1] (0 means the default)")
 	}
 }
 

@@ -78,11 +78,7 @@ type CPUOption func(*cpuConfig, *checker)
 // range (0, 2]; 0 means the default.
 func WithCPUTarget(f float64) CPUOption {
 	return func(c *cpuConfig, ch *checker) {
-		if f == 0 {
-			return
-		}
-		ch.check(f > 0 && f <= 2, "WithCPUTarget", "must be in (0, 2] (0 means the default, 0.95)", f)
-		c.target = f
+		set(ch, &c.target, f, f > 0 && f <= 2, "WithCPUTarget", "must be in (0, 2] (0 means the default, 0.95)")
 	}
 }
 

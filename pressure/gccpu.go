@@ -61,11 +61,7 @@ type GCOption func(*gcConfig, *checker)
 // Default 0.3; range (0, 1]; 0 means the default.
 func WithGCTarget(f float64) GCOption {
 	return func(c *gcConfig, ch *checker) {
-		if f == 0 {
-			return
-		}
-		ch.check(f > 0 && f <= 1, "WithGCTarget", "must be in (0, 1] (0 means the default, 0.3)", f)
-		c.target = f
+		set(ch, &c.target, f, f > 0 && f <= 1, "WithGCTarget", "must be in (0, 1] (0 means the default, 0.3)")
 	}
 }
 

@@ -94,11 +94,7 @@ type MemoryOption func(*memConfig, *checker)
 // to. Default 0.8; range (0, 1]; 0 means the default.
 func WithMemoryTarget(f float64) MemoryOption {
 	return func(c *memConfig, ch *checker) {
-		if f == 0 {
-			return
-		}
-		ch.check(f > 0 && f <= 1, "WithMemoryTarget", "must be in (0, 1] (0 means the default, 0.8)", f)
-		c.target = f
+		set(ch, &c.target, f, f > 0 && f <= 1, "WithMemoryTarget", "must be in (0, 1] (0 means the default, 0.8)")
 	}
 }
 

@@ -88,9 +88,9 @@ const (
 )
 
 type queueConfig struct {
-	fixed    float64 // seconds; 0 = learned
-	floor    float64 // seconds
-	ceiling  float64 // seconds
+	fixed    time.Duration // 0 = learned
+	floor    float64       // seconds
+	ceiling  float64       // seconds
 	interval time.Duration
 	tau      time.Duration
 	cpu      func() float64
@@ -105,11 +105,7 @@ type QueueOption func(*queueConfig, *checker)
 // QueueDelay). Range (0, 1m]; 0 means the default, a learned target.
 func WithQueueTarget(d time.Duration) QueueOption {
 	return func(c *queueConfig, ch *checker) {
-		if d == 0 {
-			return
-		}
-		ch.check(d > 0 && d <= time.Minute, "WithQueueTarget", "must be in (0, 1m] (0 means the default, learned)", d)
-		c.fixed = d.Seconds()
+		set(ch, &c.fixed, d, d > 0 && d <= time.Minute, "WithQueueTarget", "must be in (0, 1m] (0 means the default, learned)")
 	}
 }
 
@@ -203,7 +199,7 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 // targetFor returns the target for a learned scale (0: not learned).
 func (q *QueueDelay) targetFor(scale float64) float64 {
 	if q.cfg.fixed > 0 {
-		return q.cfg.fixed
+		return q.cfg.fixed.Seconds()
 	}
 	hi := q.cfg.ceiling
 	if b := q.cfg.budget(); b > 0 {

@@ -73,11 +73,7 @@ func WithSchedTarget(d time.Duration) SchedOption {
 // Default 0.99; range (0, 1]; 0 means the default.
 func WithSchedPercentile(p float64) SchedOption {
 	return func(c *schedConfig, ch *checker) {
-		if p == 0 {
-			return
-		}
-		ch.check(p > 0 && p <= 1, "WithSchedPercentile", "must be in (0, 1] (0 means the default, 0.99)", p)
-		c.p = p
+		set(ch, &c.p, p, p > 0 && p <= 1, "WithSchedPercentile", "must be in (0, 1] (0 means the default, 0.99)")
 	}
 }
 

@@ -101,11 +101,7 @@ type setConfig struct {
 // [1, 1e9]; 0 means the default, none.
 func WithGoroutineLimit(ceiling int) SetOption {
 	return func(c *setConfig, ch *checker) {
-		if ceiling == 0 {
-			return
-		}
-		ch.check(ceiling >= 1 && ceiling <= 1e9, "WithGoroutineLimit", "must be in [1, 1e9] (0 means the default, none)", ceiling)
-		c.goroutines = ceiling
+		set(ch, &c.goroutines, ceiling, ceiling >= 1 && ceiling <= 1e9, "WithGoroutineLimit", "must be in [1, 1e9] (0 means the default, none)")
 	}
 }
 

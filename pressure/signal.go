@@ -59,6 +59,18 @@ func (c *checker) mustValid() {
 	}
 }
 
+// set applies an option whose zero value means its default: a zero v
+// leaves *dst (the default) as it is; any other v is stored, and is an
+// option error unless ok.
+func set[T comparable](c *checker, dst *T, v T, ok bool, name, want string) {
+	var zero T
+	if v == zero {
+		return
+	}
+	c.check(ok, name, want, v)
+	*dst = v
+}
+
 // period sets *dst to a sampling period d in [10ms, 1m]; 0 keeps the
 // default, *dst.
 func (c *checker) period(name string, d time.Duration, dst *time.Duration) {

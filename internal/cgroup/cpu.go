@@ -62,19 +62,7 @@ func (c *CPU) String() string {
 // cpu.stat counts the whole host. cgroup v2 is used only when its
 // cgroup.controllers lists "cpu".
 func FindCPU(fsys fs.FS) (*CPU, error) {
-	pc, err := fs.ReadFile(fsys, "proc/self/cgroup")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCPUController, err)
-	}
-	entries, err := ParseProcCgroup(pc)
-	if err != nil {
-		return nil, err
-	}
-	mi, err := fs.ReadFile(fsys, "proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCPUController, err)
-	}
-	mounts, err := ParseMountInfo(mi)
+	entries, mounts, err := readProc(fsys, ErrNoCPUController)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +84,28 @@ func FindCPU(fsys fs.FS) (*CPU, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: neither a cgroup v1 cpu controller nor a cgroup v2 hierarchy with cpu enabled", ErrNoCPUController)
+}
+
+// readProc reads and parses proc/self/cgroup and proc/self/mountinfo; an
+// unreadable file is an error wrapping none (the caller's "no controller").
+func readProc(fsys fs.FS, none error) ([]Entry, []Mount, error) {
+	pc, err := fs.ReadFile(fsys, "proc/self/cgroup")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", none, err)
+	}
+	entries, err := ParseProcCgroup(pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	mi, err := fs.ReadFile(fsys, "proc/self/mountinfo")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", none, err)
+	}
+	mounts, err := ParseMountInfo(mi)
+	if err != nil {
+		return nil, nil, err
+	}
+	return entries, mounts, nil
 }
 
 func v1(entries []Entry, mounts []Mount, ctl string) (Hierarchy, bool) {

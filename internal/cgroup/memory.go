@@ -38,19 +38,7 @@ func (m *Memory) String() string {
 // "0::/" line names a v2 hierarchy without it), else the cgroup v2
 // hierarchy whose cgroup.controllers lists "memory".
 func FindMemory(fsys fs.FS) (*Memory, error) {
-	pc, err := fs.ReadFile(fsys, "proc/self/cgroup")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoMemoryController, err)
-	}
-	entries, err := ParseProcCgroup(pc)
-	if err != nil {
-		return nil, err
-	}
-	mi, err := fs.ReadFile(fsys, "proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoMemoryController, err)
-	}
-	mounts, err := ParseMountInfo(mi)
+	entries, mounts, err := readProc(fsys, ErrNoMemoryController)
 	if err != nil {
 		return nil, err
 	}
