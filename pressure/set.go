@@ -157,10 +157,11 @@ func Default(opts ...SetOption) (*Set, error) {
 // time cpuTime returns and which has cores() cores. It has the CPU,
 // queue-delay and concurrency signals, wired as Default wires them;
 // scheduler latency, memory, GC, goroutines and descriptors belong to the
-// real process and are left out. Drive it with SampleAt. The only errors
-// are nil readers.
-func Simulated(cpuTime func() (time.Duration, error), cores func() int) (*Set, error) {
-	c, err := NewCPU(WithCgroupFS(nil), WithProcessCPU(cpuTime), WithMaxProcs(cores))
+// real process and are left out. cpuOpts apply to the CPU signal after
+// the readers (a scenario's target or period). Drive it with SampleAt.
+// The only errors are out-of-range options.
+func Simulated(cpuTime func() (time.Duration, error), cores func() int, cpuOpts ...CPUOption) (*Set, error) {
+	c, err := NewCPU(append([]CPUOption{WithCgroupFS(nil), WithProcessCPU(cpuTime), WithMaxProcs(cores)}, cpuOpts...)...)
 	if err != nil {
 		return nil, err
 	}
