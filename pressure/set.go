@@ -123,7 +123,9 @@ func WithGoroutineLimit(ceiling int) SetOption {
 // CPU time per request; the contention it explains) and the concurrency
 // signal's callers' budgets, and stop learning upwards while another
 // signal of the set reads above its target: overloaded latency never
-// becomes the new normal. The only errors are out-of-range options. Start
+// becomes the new normal. The concurrency signal reads NaN (no reading,
+// ignored by admit) until the request path reports to it (see Set). The
+// only errors are out-of-range options. Start
 // sampling with go set.Run(ctx) and pass set.Signals() to the admission
 // controller:
 //
