@@ -245,9 +245,9 @@ func slowDep(from, to time.Duration) func(time.Duration) time.Duration {
 // TestSlowDependency is issue 16's dependency shape on virtual time: 200 µs
 // of CPU, a pool of 8 connections to a dependency that slows from 5 ms to
 // 50 ms for 20 s and recovers, at a constant 0.7 of what the pool serves
-// at 5 ms. The signal must let a controller hold the slow phase near the
-// pool's 160/s without late work, and give the load back within two
-// seconds of the recovery.
+// at 5 ms. The signal must let a controller (a generic one, not admit's)
+// hold the slow phase at ≥ 0.9 of the pool's 160/s without late work, and
+// give the load back within two seconds of the recovery.
 func TestSlowDependency(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		s := newServer(seed)
@@ -266,8 +266,8 @@ func TestSlowDependency(t *testing.T) {
 		if fast < 0.98*offered || s.tripped(time.Second, 5*time.Second) > 0 {
 			t.Errorf("seed %d: %.0f/s served before the slowdown (%.3f of periods tripped); want all of %.0f and none", seed, fast, s.tripped(time.Second, 5*time.Second), offered)
 		}
-		if slow < 0.8*160 {
-			t.Errorf("seed %d: %.0f/s served while the dependency is slow; want ≥ 0.8 of the pool's 160/s", seed, slow)
+		if slow < 0.9*160 {
+			t.Errorf("seed %d: %.0f/s served while the dependency is slow; want ≥ 0.9 of the pool's 160/s", seed, slow)
 		}
 		if p := s.p99(7, 25); p > 500*time.Millisecond {
 			t.Errorf("seed %d: p99 %v in the slow phase; want ≤ 500ms (half the deadline)", seed, p)
