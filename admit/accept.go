@@ -112,6 +112,9 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 				}
 			}
 		}
+		if rej := c.limitTenant(call.Tenant, cr, now); rej != nil {
+			return Ticket{}, rej
+		}
 	}
 	if p != nil && p.shed(key, cr.Rank(), n, c.off) {
 		c.rejected[cr][levee.Overloaded].Add(1)

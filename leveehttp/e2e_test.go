@@ -151,7 +151,8 @@ func runRole(role string) int {
 		mux.Handle("/", forward)
 		normal := NewHandler(mux, admit.New(), WithTrust(loopbackOnly), WithHealthPaths("/stats"))
 		// /shed: the mid-tier itself sheds with a short, retryable overload.
-		shed := NewHandler(http.NotFoundHandler(), nil)
+		// It trusts the loopback client, whose Levee-Attempt it counts.
+		shed := NewHandler(http.NotFoundHandler(), nil, WithTrust(loopbackOnly))
 		shed.admit = func(ctx context.Context) (admit.Ticket, error) {
 			stats.add(fmt.Sprintf("shed/%d", levee.AttemptFrom(ctx)))
 			return admit.Ticket{}, &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: time.Millisecond}

@@ -172,8 +172,10 @@ func TestTransportRejections(t *testing.T) {
 		wantNoRetry  bool
 		wantDelay    time.Duration
 	}{
-		{"overloaded retried then no-retry", overloaded(), 3, levee.Overloaded, true, 20 * time.Millisecond},
-		{"overloaded no-retry not retried", overloaded("Levee-Reject", "overloaded; no-retry"), 1, levee.Overloaded, true, 20 * time.Millisecond},
+		// A no-retry rejection carries no delay to levee clients (as in
+		// leveegrpc); having given up, the Transport says no-retry upward.
+		{"overloaded retried then no-retry", overloaded(), 3, levee.Overloaded, true, 0},
+		{"overloaded no-retry not retried", overloaded("Levee-Reject", "overloaded; no-retry"), 1, levee.Overloaded, true, 0},
 		{"quota with delay retried", func() *http.Response { return answer(429, "Retry-After", "1") }, 3, levee.Quota, false, time.Second},
 		{"quota delay past deadline", func() *http.Response { return answer(429, "Levee-Retry-After-Ms", "60000") }, 1, levee.Quota, false, time.Minute},
 		{"deadline not retried", func() *http.Response { return answer(504, "Levee-Reject", "deadline") }, 1, levee.Deadline, false, 0},

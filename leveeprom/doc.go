@@ -51,11 +51,31 @@
 //	levee_run_queue_running                         gauge    requests holding a run-queue slot
 //	levee_run_queue_waiting                         gauge    requests waiting for a slot
 //	levee_run_queue_bound                           gauge    requests that may run at once (0: off)
+//	levee_dry_run                                   gauge    1 while in dry-run (nothing rejected)
+//	levee_would_reject_total{criticality,reason}    counter  admitted in dry-run, would have been rejected
+//	levee_would_shed_requests_per_second            gauge    in dry-run, the estimated rate it would shed
+//	levee_forced_shed_level                         gauge    shed level forced by a drill (0: none)
+//
+// Health and readiness probes (ProbeCollector, reading leveehttp's
+// Handler.Probes or leveegrpc's Server.Probes):
+//
+//	levee_health_probes_total                       counter  probes passed through without admission
 //
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //
 //	levee_state_changes_total{kind}                 counter  overload_start, overload_end, degrade_changed,
 //	                                                         drill_start, drill_end, no_retry_start, no_retry_end
+//
+// Configuration and admin endpoint (ConfigCollector):
+//
+//	levee_config_reloads_total{result}              counter  reloads: applied, rejected, unchanged
+//	levee_config_changes_total                      counter  fields changed by applied reloads
+//	levee_config_generation                         gauge    generation of the configuration in force
+//	levee_config_last_reload_success                gauge    1 if the last reload was not rejected
+//	levee_config_applied_timestamp_seconds          gauge    when the configuration in force was applied
+//	levee_config_overrides                          gauge    runtime overrides in force (admin)
+//	levee_admin_unauthorized_total                  counter  admin requests refused with 401
+//	levee_admin_changes_total                       counter  admin requests that changed something
 //
 // Client (ThrottleCollector, BudgetCollector):
 //

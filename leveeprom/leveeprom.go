@@ -51,6 +51,8 @@ type AdmitCollector struct {
 	offered, tenantShed, callerGone  *prometheus.Desc
 	routes                           *prometheus.Desc
 	running, waiting, runBound       *prometheus.Desc
+	dryRun, wouldReject, wouldShed   *prometheus.Desc
+	forcedShed                       *prometheus.Desc
 }
 
 // NewAdmitCollector returns a collector for ctl; register it on your own
@@ -129,6 +131,14 @@ func newAdmitCollector(snapshot func() admit.Snapshot, opts []Option) *AdmitColl
 			"Admitted requests waiting in the run queue for a slot."),
 		runBound: d("levee_run_queue_bound",
 			"Requests that may run at once (0: the run queue is off or has not learned a bound)."),
+		dryRun: d("levee_dry_run",
+			"1 while the controller is in dry-run (decisions computed and counted, nothing rejected), else 0."),
+		wouldReject: d("levee_would_reject_total",
+			"Requests admitted in dry-run that would have been rejected, by reason (overloaded, quota, deadline); levee_rejections_total does not count them.", "criticality", "reason"),
+		wouldShed: d("levee_would_shed_requests_per_second",
+			"In dry-run, the rate the controller estimates it would shed for overload (offered minus its capacity estimate); 0 otherwise."),
+		forcedShed: d("levee_forced_shed_level",
+			"Shed level forced by a drill (0: none)."),
 	}
 }
 
@@ -141,6 +151,7 @@ func (c *AdmitCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.degradedSeconds, c.retryShare, c.noRetry, c.retryAfter,
 		c.fairShare, c.activeTenants, c.offered, c.tenantShed, c.callerGone,
 		c.routes, c.running, c.waiting, c.runBound,
+		c.dryRun, c.wouldReject, c.wouldShed, c.forcedShed,
 	} {
 		ch <- d
 	}
@@ -164,6 +175,7 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.admitted, float64(s.Admitted[crit]), name)
 		for _, r := range admitReasons {
 			counter(c.rejected, float64(s.Rejected[crit][r]), name, r.String())
+			counter(c.wouldReject, float64(s.WouldReject[crit][r]), name, r.String())
 		}
 	}
 	counter(c.downstream, float64(s.DownstreamOverloaded))
@@ -193,6 +205,9 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.running, float64(s.Running))
 	gauge(c.waiting, float64(s.Waiting))
 	gauge(c.runBound, float64(s.RunBound))
+	gauge(c.dryRun, b2f(s.DryRun))
+	gauge(c.wouldShed, s.WouldShedRPS)
+	gauge(c.forcedShed, s.ForcedShed)
 }
 
 func b2f(b bool) float64 {

@@ -27,9 +27,10 @@ import (
 // a delay: a controller should treat them as limits, not rates (see the
 // package documentation). Safe for concurrent use.
 type Count struct {
-	name  string
-	cfg   countConfig
-	value atomicFloat
+	name   string
+	cfg    countConfig
+	target atomicFloat
+	value  atomicFloat
 
 	mu      sync.Mutex
 	lastAt  time.Time
@@ -89,6 +90,7 @@ func newCount(name string, cfg countConfig, opts []CountOption) *Count {
 	}
 	ch.mustValid()
 	c := &Count{name: name, cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	c.target.store(cfg.target)
 	c.value.store(math.NaN())
 	c.reading = CountReading{Value: math.NaN()}
 	return c
@@ -131,7 +133,7 @@ func (c *Count) Name() string { return c.name }
 func (c *Count) Value() float64 { return c.value.load() }
 
 // Target returns the fraction of the limit the controller steers to.
-func (c *Count) Target() float64 { return c.cfg.target }
+func (c *Count) Target() float64 { return c.target.load() }
 
 // Period returns Run's sampling period.
 func (c *Count) Period() time.Duration { return c.cfg.period }

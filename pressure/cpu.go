@@ -38,7 +38,7 @@ type CPU struct {
 	cfg    cpuConfig
 	cg     *cgroup.CPU
 	cgErr  error
-	target float64
+	target atomicFloat
 	value  atomicFloat
 
 	mu        sync.Mutex
@@ -158,7 +158,7 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		period:  setPeriod,
 		tau:     setPeriod,
 		fsys:    os.DirFS("/"),
-		usage:   processCPU,
+		usage:   ProcessCPU,
 		procs:   func() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) },
 		refresh: time.Second,
 	}
@@ -176,7 +176,8 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		}
 		cfg.wait = newRunQueueWait(fsys).read
 	}
-	c := &CPU{cfg: cfg, target: cfg.target, avg: smooth.EWMA{Tau: cfg.tau}}
+	c := &CPU{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	c.target.store(cfg.target)
 	c.value.store(math.NaN())
 	if cfg.fsys != nil {
 		c.cg, c.cgErr = cgroup.FindCPU(cfg.fsys)
@@ -207,7 +208,7 @@ func (c *CPU) Name() string { return "cpu" }
 func (c *CPU) Value() float64 { return c.value.load() }
 
 // Target returns the utilisation the controller steers to (default 0.95).
-func (c *CPU) Target() float64 { return c.target }
+func (c *CPU) Target() float64 { return c.target.load() }
 
 // Period returns the sampling period of Run.
 func (c *CPU) Period() time.Duration { return c.cfg.period }

@@ -33,8 +33,9 @@ import (
 // runtime/metrics (about 0.3 µs, no allocation: BenchmarkSample). Value is NaN until two samples have been taken. Safe for
 // concurrent use.
 type GCCPU struct {
-	cfg   gcConfig
-	value atomicFloat
+	cfg    gcConfig
+	target atomicFloat
+	value  atomicFloat
 
 	mu       sync.Mutex
 	lastAt   time.Time
@@ -101,6 +102,7 @@ func NewGCCPU(opts ...GCOption) *GCCPU {
 		cfg.read = runtimeGCCPU()
 	}
 	g := &GCCPU{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	g.target.store(cfg.target)
 	g.value.store(math.NaN())
 	g.reading = GCReading{Value: math.NaN(), Raw: math.NaN()}
 	return g
@@ -132,7 +134,7 @@ func (g *GCCPU) Name() string { return "gc_cpu" }
 func (g *GCCPU) Value() float64 { return g.value.load() }
 
 // Target returns the share the controller steers to (default 0.3).
-func (g *GCCPU) Target() float64 { return g.cfg.target }
+func (g *GCCPU) Target() float64 { return g.target.load() }
 
 // Period returns Run's sampling period.
 func (g *GCCPU) Period() time.Duration { return g.cfg.period }

@@ -51,6 +51,7 @@ type Memory struct {
 	cg     *cgroup.Memory
 	cgErr  error
 	source string
+	target atomicFloat
 	value  atomicFloat
 
 	mu        sync.Mutex
@@ -153,6 +154,7 @@ func NewMemory(opts ...MemoryOption) *Memory {
 	} else {
 		m.source = "runtime/metrics against GOMEMLIMIT (no cgroup: " + m.cgErr.Error() + ")"
 	}
+	m.target.store(cfg.target)
 	m.value.store(math.NaN())
 	m.reading = MemoryReading{Value: math.NaN(), Source: m.source}
 	return m
@@ -199,7 +201,7 @@ func (m *Memory) Name() string { return "memory" }
 func (m *Memory) Value() float64 { return m.value.load() }
 
 // Target returns the fraction the controller steers to (default 0.8).
-func (m *Memory) Target() float64 { return m.cfg.target }
+func (m *Memory) Target() float64 { return m.target.load() }
 
 // Period returns Run's sampling period.
 func (m *Memory) Period() time.Duration { return m.cfg.period }

@@ -51,7 +51,7 @@ import (
 // function says the process is overloaded (WithQueueFreeze; Default:
 // another signal of the set above its target). Until it has learned, or
 // without a CPU source, the target is 100 ms within the same bounds.
-// WithQueueTarget fixes it instead.
+// WithQueueTarget, and SetTarget while it runs, fix it instead.
 //
 // Observe is lock-free and does not allocate; Value and Target are atomic
 // reads. Safe for concurrent use.
@@ -64,6 +64,7 @@ type QueueDelay struct {
 	cfg    queueConfig
 	value  atomicFloat
 	target atomicFloat
+	fixed  atomic.Int64 // a fixed target, ns (WithQueueTarget, SetTarget); 0 = learned
 
 	mu      sync.Mutex
 	lastAt  time.Time
@@ -191,6 +192,7 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 	q := &QueueDelay{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	q.min.Store(noObservation)
 	q.value.store(math.NaN())
+	q.fixed.Store(int64(cfg.fixed))
 	q.target.store(q.targetFor(0))
 	q.reading = QueueReading{Value: math.NaN(), Min: math.NaN(), Target: q.Target()}
 	return q
@@ -198,8 +200,8 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 
 // targetFor returns the target for a learned scale (0: not learned).
 func (q *QueueDelay) targetFor(scale float64) float64 {
-	if q.cfg.fixed > 0 {
-		return q.cfg.fixed.Seconds()
+	if f := time.Duration(q.fixed.Load()); f > 0 {
+		return f.Seconds()
 	}
 	hi := q.cfg.ceiling
 	if b := q.cfg.budget(); b > 0 {

@@ -103,6 +103,23 @@ func TestDefault(t *testing.T) {
 	if _, err := Default(WithGoroutineLimit(-1)); err == nil || !strings.HasPrefix(err.Error(), "pressure: WithGoroutineLimit(-1)") {
 		t.Errorf("Default(WithGoroutineLimit(-1)) error = %v; want one naming the option", err)
 	}
+	s, err = Default(WithoutSignals("memory", "gc_cpu", "open_files"), WithCPUOptions(WithCPUTarget(0.9)),
+		WithQueueOptions(WithQueueTarget(7*time.Millisecond)), WithConcurrencyOptions(WithLatencyRatio(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = names[:0]
+	for _, sig := range s.Signals() {
+		names = append(names, sig.Name())
+	}
+	if got := fmt.Sprint(names); got != "[cpu sched_latency queue_delay concurrency]" || s.CPU.Target() != 0.9 ||
+		s.Queue.Target() != 0.007 || s.Concurrency.cfg.ratio != 3 || s.Concurrency.cfg.cpu == nil {
+		t.Errorf("Default with options: %v, cpu %v, queue %v, ratio %v; want the options applied over the wiring",
+			got, s.CPU.Target(), s.Queue.Target(), s.Concurrency.cfg.ratio)
+	}
+	if _, err := Default(WithoutSignals("cpu_typo")); err == nil || !strings.Contains(err.Error(), "WithoutSignals") {
+		t.Errorf("Default(WithoutSignals(\"cpu_typo\")) error = %v; want one naming the option", err)
+	}
 	if s, err := Default(WithGoroutineLimit(0)); err != nil || s.Goroutines != nil {
 		t.Errorf("Default(WithGoroutineLimit(0)) = %v, %v; want the default, no goroutines signal", s, err)
 	}

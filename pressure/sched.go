@@ -31,8 +31,9 @@ const schedMetric = "/sched/latencies:seconds"
 //
 // Safe for concurrent use.
 type SchedLatency struct {
-	cfg   schedConfig
-	value atomicFloat
+	cfg    schedConfig
+	target atomicFloat
+	value  atomicFloat
 
 	mu      sync.Mutex
 	prev    []uint64
@@ -112,6 +113,7 @@ func NewSchedLatency(opts ...SchedOption) *SchedLatency {
 		cfg.read = runtimeSchedLatencies()
 	}
 	s := &SchedLatency{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	s.target.store(cfg.target)
 	s.value.store(math.NaN())
 	s.reading = SchedReading{Value: math.NaN(), Raw: math.NaN()}
 	return s
@@ -136,7 +138,7 @@ func (s *SchedLatency) Name() string { return "sched_latency" }
 func (s *SchedLatency) Value() float64 { return s.value.load() }
 
 // Target returns the target latency in seconds (default 0.05).
-func (s *SchedLatency) Target() float64 { return s.cfg.target }
+func (s *SchedLatency) Target() float64 { return s.target.load() }
 
 // Period returns the sampling period of Run.
 func (s *SchedLatency) Period() time.Duration { return s.cfg.period }

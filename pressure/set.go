@@ -94,6 +94,76 @@ type SetOption func(*setConfig, *checker)
 
 type setConfig struct {
 	goroutines int
+	without    map[string]bool
+	cpu        []CPUOption
+	sched      []SchedOption
+	queue      []QueueOption
+	conc       []ConcurrencyOption
+	memory     []MemoryOption
+	gc         []GCOption
+	files      []CountOption
+}
+
+// WithoutSignals leaves the named signals (their Names: "cpu",
+// "sched_latency", "queue_delay", "concurrency", "memory", "gc_cpu",
+// "open_files", "goroutines") out of the set. Without "cpu" the queue
+// delay and concurrency signals learn nothing from the CPU. An unknown
+// name is an option error.
+func WithoutSignals(names ...string) SetOption {
+	return func(c *setConfig, ch *checker) {
+		for _, n := range names {
+			switch n {
+			case "cpu", "sched_latency", "queue_delay", "concurrency", "memory", "gc_cpu", "open_files", "goroutines":
+			default:
+				ch.check(false, "WithoutSignals", "names a signal of the set", n)
+			}
+			if c.without == nil {
+				c.without = map[string]bool{}
+			}
+			c.without[n] = true
+		}
+	}
+}
+
+// WithCPUOptions, WithSchedOptions, WithQueueOptions,
+// WithConcurrencyOptions, WithMemoryOptions, WithGCOptions and
+// WithOpenFilesOptions apply opts to that member of Default's set, after
+// the set's own wiring (so WithQueueTarget fixes the learned queue target,
+// WithQueueCPU replaces the CPU it learns from). A configuration builds
+// its set this way, and stays Default's set in everything it does not
+// say.
+func WithCPUOptions(opts ...CPUOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.cpu = append(c.cpu, opts...) }
+}
+
+// WithSchedOptions: see WithCPUOptions.
+func WithSchedOptions(opts ...SchedOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.sched = append(c.sched, opts...) }
+}
+
+// WithQueueOptions: see WithCPUOptions.
+func WithQueueOptions(opts ...QueueOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.queue = append(c.queue, opts...) }
+}
+
+// WithConcurrencyOptions: see WithCPUOptions.
+func WithConcurrencyOptions(opts ...ConcurrencyOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.conc = append(c.conc, opts...) }
+}
+
+// WithMemoryOptions: see WithCPUOptions.
+func WithMemoryOptions(opts ...MemoryOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.memory = append(c.memory, opts...) }
+}
+
+// WithGCOptions: see WithCPUOptions.
+func WithGCOptions(opts ...GCOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.gc = append(c.gc, opts...) }
+}
+
+// WithOpenFilesOptions: see WithCPUOptions.
+func WithOpenFilesOptions(opts ...CountOption) SetOption {
+	return func(c *setConfig, _ *checker) { c.files = append(c.files, opts...) }
 }
 
 // WithGoroutineLimit adds to the set a goroutines signal against ceiling
@@ -142,15 +212,17 @@ func Default(opts ...SetOption) (*Set, error) {
 	if err := ch.err; err != nil {
 		return nil, err
 	}
-	c, err := NewCPU()
+	c, err := NewCPU(cfg.cpu...)
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{CPU: c, Sched: NewSchedLatency(), Memory: NewMemory(), GC: NewGCCPU(), OpenFiles: NewOpenFiles()}
+	s := &Set{CPU: c, Sched: NewSchedLatency(cfg.sched...), Memory: NewMemory(cfg.memory...),
+		GC: NewGCCPU(cfg.gc...), OpenFiles: NewOpenFiles(cfg.files...)}
 	if cfg.goroutines > 0 {
 		s.Goroutines = NewGoroutines(cfg.goroutines)
 	}
-	s.wire()
+	s.wire(cfg)
+	s.drop(cfg.without)
 	return s, nil
 }
 
@@ -168,17 +240,46 @@ func Simulated(cpuTime func() (time.Duration, error), cores func() int, cpuOpts 
 		return nil, err
 	}
 	s := &Set{CPU: c}
-	s.wire()
+	s.wire(setConfig{})
 	return s, nil
 }
 
 // wire adds the queue-delay and concurrency signals, learning from the
-// set's CPU signal and freezing while another member is above its target.
-func (s *Set) wire() {
-	cpu := s.CPU.Value
-	s.Concurrency = NewConcurrency(WithConcurrencyCPU(cpu), WithConcurrencyFreeze(s.overloadedBesides("concurrency")))
-	s.Queue = NewQueueDelay(WithQueueCPU(cpu), WithQueueBudget(s.Concurrency.Budget),
-		WithQueueFreeze(s.overloadedBesides("queue_delay")))
+// set's CPU signal and freezing while another member is above its target,
+// then the configuration's own options.
+func (s *Set) wire(cfg setConfig) {
+	conc := []ConcurrencyOption{WithConcurrencyFreeze(s.overloadedBesides("concurrency"))}
+	queue := []QueueOption{WithQueueFreeze(s.overloadedBesides("queue_delay"))}
+	if s.CPU != nil && !cfg.without["cpu"] {
+		conc = append(conc, WithConcurrencyCPU(s.CPU.Value))
+		queue = append(queue, WithQueueCPU(s.CPU.Value))
+	}
+	s.Concurrency = NewConcurrency(append(conc, cfg.conc...)...)
+	s.Queue = NewQueueDelay(append(append(queue, WithQueueBudget(s.Concurrency.Budget)), cfg.queue...)...)
+}
+
+// drop removes the named members.
+func (s *Set) drop(names map[string]bool) {
+	for n := range names {
+		switch n {
+		case "cpu":
+			s.CPU = nil
+		case "sched_latency":
+			s.Sched = nil
+		case "queue_delay":
+			s.Queue = nil
+		case "concurrency":
+			s.Concurrency = nil
+		case "memory":
+			s.Memory = nil
+		case "gc_cpu":
+			s.GC = nil
+		case "open_files":
+			s.OpenFiles = nil
+		case "goroutines":
+			s.Goroutines = nil
+		}
+	}
 }
 
 // overloadedBesides returns a function that reports whether a member of

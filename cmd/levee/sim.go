@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/levee-dev/levee/internal/suggest"
 	"github.com/levee-dev/levee/tools/sim"
-	"github.com/levee-dev/levee/tools/suggest"
 )
 
 type simCmd struct {

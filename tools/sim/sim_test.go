@@ -479,9 +479,10 @@ func TestNoPolicyCode(t *testing.T) {
 		"github.com/levee-dev/levee/retry":              true,
 		"github.com/levee-dev/levee/throttle":           true,
 		"github.com/levee-dev/levee/pressure":           true,
+		"github.com/levee-dev/levee/fleet":              true,
 		"github.com/levee-dev/levee/tools/report":       true,
 		"github.com/levee-dev/levee/tools/report/chart": true,
-		"github.com/levee-dev/levee/tools/suggest":      true,
+		"github.com/levee-dev/levee/internal/suggest":   true,
 		"go.yaml.in/yaml/v3":                            true,
 	}
 	used := map[string]bool{}

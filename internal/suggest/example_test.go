@@ -3,7 +3,7 @@ package suggest_test
 import (
 	"fmt"
 
-	"github.com/levee-dev/levee/tools/suggest"
+	"github.com/levee-dev/levee/internal/suggest"
 )
 
 func ExampleHint() {

@@ -2,7 +2,8 @@
 // mistyped one: a scenario, a configuration field, a command, an option.
 // Error messages of levee's tools end with Hint's "(did you mean …?)".
 //
-// Layering: a leaf of the tools (tools/...); standard library only.
+// Layering: a leaf (internal/...), standard library only: the library's
+// configuration (package config) and the tools use it alike.
 package suggest
 
 import (

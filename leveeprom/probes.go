@@ -1,0 +1,39 @@
+package leveeprom
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// ProbeCollector exports the health and readiness requests a server let
+// through without admission: leveehttp's Handler.Probes (GET or HEAD on its
+// health paths) or leveegrpc's Server.Probes (its exempt methods), as
+// levee_health_probes_total. Probes are never shed, so they are counted
+// apart from admissions and rejections: a probe rate far above what the
+// orchestrator sends says someone uses the exemption. It reads the count
+// when scraped and adds nothing to the request path; it is safe for
+// concurrent use.
+type ProbeCollector struct {
+	desc   *prometheus.Desc
+	probes func() uint64
+}
+
+// NewProbeCollector returns a collector of the count probes returns, for
+// example (*leveehttp.Handler).Probes. Register one per server, telling
+// several apart with WithConstLabels. A nil probes panics.
+func NewProbeCollector(probes func() uint64, opts ...Option) *ProbeCollector {
+	if probes == nil {
+		panic("leveeprom: NewProbeCollector with a nil count")
+	}
+	return &ProbeCollector{
+		desc: prometheus.NewDesc("levee_health_probes_total",
+			"Health and readiness requests passed through without admission (never shed).",
+			nil, newConfig(opts).constLabels),
+		probes: probes,
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ProbeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *ProbeCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.probes()))
+}
