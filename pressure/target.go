@@ -34,13 +34,15 @@ func (s *SchedLatency) SetTarget(d time.Duration) error {
 }
 
 // SetTarget fixes the queueing delay target (see WithQueueTarget): d in
-// (0, 1m]; the learned target is no longer used. Safe for concurrent use.
+// (0, 1m]; 0 goes back to the learned target. Safe for concurrent use.
 func (q *QueueDelay) SetTarget(d time.Duration) error {
-	if d <= 0 || d > time.Minute {
-		return option.New("pressure", "QueueDelay.SetTarget", "must be in (0, 1m]", d)
+	if d < 0 || d > time.Minute {
+		return option.New("pressure", "QueueDelay.SetTarget", "must be in [0, 1m] (0: learned)", d)
 	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.fixed.Store(int64(d))
-	q.target.store(d.Seconds())
+	q.target.store(q.targetFor(q.scale))
 	return nil
 }
 

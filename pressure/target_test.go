@@ -27,6 +27,7 @@ func TestSetTarget(t *testing.T) {
 		{"sched out of range", func() error { return sched.SetTarget(-time.Second) }, sched.Target, 0.02, true},
 		{"queue", func() error { return queue.SetTarget(10 * time.Millisecond) }, queue.Target, 0.01, false},
 		{"queue out of range", func() error { return queue.SetTarget(2 * time.Minute) }, queue.Target, 0.01, true},
+		{"queue back to learned", func() error { return queue.SetTarget(0) }, queue.Target, 0.1, false},
 		{"memory", func() error { return mem.SetTarget(0.7) }, mem.Target, 0.7, false},
 		{"memory out of range", func() error { return mem.SetTarget(1.5) }, mem.Target, 0.7, true},
 		{"gc_cpu", func() error { return gc.SetTarget(0.4) }, gc.Target, 0.4, false},
@@ -64,6 +65,9 @@ func TestSetTargetFixesTheQueueTarget(t *testing.T) {
 	q.SampleAt(t0.Add(1100 * time.Millisecond))
 	if got := q.Target(); got != 0.007 {
 		t.Errorf("target %v after SetTarget(7ms) and a sample; want 0.007", got)
+	}
+	if err := q.SetTarget(0); err != nil || q.Target() != 0.01 {
+		t.Errorf("SetTarget(0) = %v, target %v; want the learned 0.01 back", err, q.Target())
 	}
 }
 
