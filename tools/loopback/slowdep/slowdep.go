@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/loopback"
 	"github.com/levee-dev/levee/tools/report"
 )
@@ -89,14 +89,14 @@ type Line struct {
 // Run runs prot (a name registered with loopback.HijackWith) through s
 // with fresh processes. It sets backend.EnvSlowDependency in this process,
 // whose environment the backend inherits.
-func Run(ctx context.Context, prot string, s Schedule, name string, progress func(loadgen.Progress)) (Line, error) {
+func Run(ctx context.Context, prot string, s Schedule, name string, progress func(load.Progress)) (Line, error) {
 	if err := os.Setenv(backend.EnvSlowDependency, s.Fast.String()+","+s.Slow.String()); err != nil {
 		return Line{}, err
 	}
 	res, err := loopback.Run(ctx, loopback.Config{
 		Name: name, Protection: prot, Client: loopback.Naive,
 		Work: 200 * time.Microsecond, Timeout: time.Second, Retries: 2,
-		Phases: []loadgen.Phase{
+		Phases: []load.Phase{
 			{Name: PhaseFast, Rate: Offered, Duration: s.Fast},
 			{Name: PhaseSlow, Rate: Offered, Duration: s.Slow},
 			{Name: PhaseRecovered, Rate: Offered, Duration: s.After},
