@@ -156,3 +156,26 @@ func ExampleSimulated() {
 	// queue_delay 0.00 (target 0.10)
 	// concurrency NaN (target 1.00)
 }
+
+// The memory signal against GOMEMLIMIT, with the runtime's figures faked:
+// 150 MiB live and 10 MiB of stacks and metadata under a 200 MiB limit.
+func ExampleNewMemory() {
+	m := pressure.NewMemory(pressure.WithMemoryCgroupFS(nil), pressure.WithMemoryStats(func() pressure.MemoryStats {
+		return pressure.MemoryStats{Live: 150 << 20, NonHeap: 10 << 20, Goal: 300 << 20, GoLimit: 200 << 20}
+	}))
+	m.SampleAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := m.Reading()
+	fmt.Printf("%s %.2f of %d MiB (target %.2f)\n", m.Name(), m.Value(), r.Limit>>20, m.Target())
+	// Output:
+	// memory 0.80 of 200 MiB (target 0.80)
+}
+
+// Open descriptors against RLIMIT_NOFILE, with the count faked; a
+// goroutine ceiling is configured the same way (NewGoroutines).
+func ExampleNewOpenFiles() {
+	files := pressure.NewOpenFiles(pressure.WithCountSource(func() (n, limit int64, err error) { return 900, 1024, nil }))
+	files.SampleAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fmt.Printf("%s %.2f, overloaded: %v\n", files.Name(), files.Value(), files.Value() > files.Target())
+	// Output:
+	// open_files 0.88, overloaded: true
+}
