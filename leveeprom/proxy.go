@@ -103,7 +103,7 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.load, b.Load, a)
 		gauge(c.baseline, b.BaselineMs/1e3, a)
 		for _, s := range proxyStates[:len(proxyStates)-1] {
-			gauge(c.state, b2f(b.State == s), a, s)
+			gauge(c.state, boolGauge(b.State == s), a, s)
 		}
 		gauge(c.ejections, float64(b.Ejections), a)
 		gauge(c.failures, float64(b.ConsecutiveFailures), a)
@@ -139,8 +139,15 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.waiting, float64(st.Waiting))
 	gauge(c.ejected, float64(st.Ejected))
 	gauge(c.maxEjected, float64(st.MaxEjected))
-	gauge(c.draining, b2f(st.Draining))
+	gauge(c.draining, boolGauge(st.Draining))
 	counter(c.budgetRequests, st.Budget.Requests)
 	counter(c.budgetRetries, st.Budget.Retries)
 	counter(c.budgetRefused, st.Budget.Refused)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

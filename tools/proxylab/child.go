@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/leveehttp"
-	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/proxy"
 )
 
@@ -145,7 +145,7 @@ func (c *Child) handler(ctx context.Context) (http.Handler, error) {
 		// As the levee proxy command runs it: the edge's own controller
 		// on the proxy's resources, the run queue off.
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		set, err := pressure.Default()
+		set, err := config.Default().Signals.Set()
 		if err != nil {
 			return nil, err
 		}
