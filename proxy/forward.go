@@ -288,22 +288,6 @@ func (f *forwarder) readLoad(b *backend, resp *http.Response, now time.Time) {
 	delete(resp.Header, wire.Load)
 }
 
-// critValues and attemptValues are levee's header values, shared.
-var (
-	critValues = func() (v [levee.NumCriticalities][]string) {
-		for c := range levee.NumCriticalities {
-			v[c] = []string{wire.FormatCriticality(levee.Criticality(c))}
-		}
-		return v
-	}()
-	attemptValues = func() (v [wire.MaxAttempt + 1][]string) {
-		for i := range v {
-			v[i] = []string{wire.FormatAttempt(i)}
-		}
-		return v
-	}()
-)
-
 // attemptRequest builds attempt n of out for backend b: its URL and body,
 // and levee's headers (criticality, tenant, attempt, and the time left
 // minus the margin in every timeout header the caller used).
@@ -328,13 +312,13 @@ func (f *forwarder) attemptRequest(out *http.Request, b *backend, n int, call le
 		delete(hd, wire.GRPCTimeout)
 		delete(hd, wire.EnvoyTimeoutMs)
 	}
-	hd[wire.Criticality] = critValues[call.Criticality]
+	hd[wire.Criticality] = wire.CriticalityValues[call.Criticality]
 	if t := wire.FormatTenant(call.Tenant); t != "" {
 		hd[wire.Tenant] = []string{t}
 	} else {
 		delete(hd, wire.Tenant)
 	}
-	hd[wire.Attempt] = attemptValues[min(max(n, call.Attempt), wire.MaxAttempt)]
+	hd[wire.Attempt] = wire.AttemptValues[min(max(n, call.Attempt), wire.MaxAttempt)]
 
 	r := new(http.Request)
 	*r = *out

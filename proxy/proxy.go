@@ -554,7 +554,7 @@ func (h *Handler) edgeRequest(r *http.Request, st *reqState) (*http.Request, con
 		}
 	}
 	r2.Header = r.Header.Clone()
-	r2.Header[wire.Criticality] = critValues[crit]
+	r2.Header[wire.Criticality] = wire.CriticalityValues[crit]
 	if ft != "" {
 		r2.Header[wire.Tenant] = []string{ft}
 	} else {

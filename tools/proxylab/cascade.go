@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/levee-dev/levee/internal/outbound"
 	"github.com/levee-dev/levee/proxy"
 	"github.com/levee-dev/levee/tools/load"
 )
@@ -159,12 +160,12 @@ func Cascade(ctx context.Context, c CascadeConfig) (*CascadeResult, error) {
 	var revived *Proc
 	if c.Kill > 0 {
 		wg.Go(func() {
-			if !sleepCtx(ctx, c.Kill) {
+			if outbound.Sleep(ctx, c.Kill) != nil {
 				return
 			}
 			backs[0].Kill()
 			poll.mark("kill", time.Since(start))
-			if c.Revive <= c.Kill || !sleepCtx(ctx, c.Revive-c.Kill) {
+			if c.Revive <= c.Kill || outbound.Sleep(ctx, c.Revive-c.Kill) != nil {
 				return
 			}
 			p, err := Start(ctx, Child{Role: RoleFixed, Listen: addrs[0], Workers: c.Workers, Hold: c.Hold, GOMAXPROCS: 1})
@@ -250,17 +251,6 @@ func fixedStats(addr string) (Stats, error) {
 	}
 	defer resp.Body.Close()
 	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // poller watches the proxy every 100 ms: how many backends are out, and
