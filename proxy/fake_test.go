@@ -223,3 +223,12 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// httptestRecorder sends one request to h and returns the recorder.
+func httptestRecorder(h http.Handler, method, path string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	return rec
+}

@@ -194,6 +194,9 @@ func (f *forwarder) acquire(ctx context.Context, c levee.Criticality, excl exclu
 	for {
 		b, err := h.bal.acquire(ctx, c, excl, s.queueWait)
 		if err != nil {
+			if excl[1] != nil && errors.Is(err, errNoBackend) {
+				return nil, throttle.ErrThrottled // nowhere else to go
+			}
 			return nil, err
 		}
 		if b.th == nil || b.th.AllowAt(h.now(), c) == nil {
