@@ -192,3 +192,41 @@ func TestKilledBackend(t *testing.T) {
 			ej[0].Sub(kill), r0.Sub(revive), early, late, res.success(levee.Critical))
 	})
 }
+
+// TestLeveeBackendsOverloaded: backends that answer 503 overloaded (and
+// report Levee-Load) when their queue is long, offered 1.2× their capacity:
+// their rejections back the proxy's limits off instead of ejecting them;
+// the excess is shed at the edge, SHEDDABLE first.
+func TestLeveeBackendsOverloaded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var bs []*fakeBackend
+		for i := range 3 {
+			b := newFakeBackend(fmt.Sprintf("10.0.0.%d:80", i+1), 5, 50*time.Millisecond)
+			b.rejectAbove, b.jitter = 5, true
+			bs = append(bs, b)
+		}
+		fl := newFleet(t, avalancheConfig(), bs...)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { fl.h.Run(ctx); close(done) }()
+		start := time.Now()
+		res := openLoad(fl, 360, 30*time.Second, 3, 2*time.Second, 3)
+		cancel()
+		<-done
+		time.Sleep(time.Minute)
+
+		if ej := fl.logs.events("proxy: backend ejected", ""); len(ej) > 0 {
+			t.Errorf("%d ejections, want none: a backend that says it is overloaded is not failed", len(ej))
+		}
+		var rejected int64
+		for _, b := range bs {
+			rejected += b.rejected.Load()
+		}
+		gp := res.goodput(start.Add(10*time.Second), start.Add(30*time.Second))
+		if gp < 0.85*300 || res.success(levee.Critical) < 0.99 {
+			t.Errorf("goodput %.0f/s (want ≥ 255), CRITICAL %.4f (want ≥ 0.99)", gp, res.success(levee.Critical))
+		}
+		t.Logf("goodput %.0f/s of 300; CRITICAL %.4f, SHEDDABLE %.4f; backends rejected %d; proxy answers %v",
+			gp, res.success(levee.Critical), res.success(levee.Sheddable), rejected, fl.h.Status().Answers)
+	})
+}

@@ -222,6 +222,10 @@ func (bl *balancer) sample(b *backend, now time.Time, p *loopParams) (ended int,
 	if full.n > 0 {
 		full.rtt = pd.sum / time.Duration(full.n)
 	}
+	full.load = -1
+	if at := b.loadAt.Load(); at != 0 && now.Sub(time.Unix(0, at)) < p.loadDecay {
+		full.load = b.loadNow(now, p.loadDecay)
+	}
 	weight := slowStartWeight(now, b.rot.back, p.rot.slowWindow, p.rot.slowFloor)
 	b.lim.step(now, full, max(1, int(float64(b.lim.value())*weight)))
 	*pd = pending{start: now}

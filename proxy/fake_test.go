@@ -36,8 +36,10 @@ type fakeBackend struct {
 	// levee answers 503 overloaded, with Levee-Load, when more than
 	// rejectAbove requests wait; 0 never.
 	rejectAbove int64
+	// jitter varies each service time by ±20%.
+	jitter bool
 
-	waiting, started, served, refused, rejected atomic.Int64
+	waiting, started, served, refused, rejected, abandoned atomic.Int64
 	mu                                          sync.Mutex
 	startedAt, refusedAt                        []time.Time // data requests (not health checks)
 }
@@ -94,6 +96,7 @@ func (f *fakeBackend) RoundTrip(r *http.Request) (*http.Response, error) {
 	case <-t.C:
 		return nil, timeoutErr{}
 	case <-r.Context().Done():
+		f.abandoned.Add(1)
 		return nil, r.Context().Err()
 	}
 }
@@ -102,7 +105,13 @@ func (f *fakeBackend) serve(r *http.Request, done chan<- *http.Response) {
 	f.waiting.Add(1)
 	f.workers <- struct{}{}
 	f.waiting.Add(-1)
-	time.Sleep(f.service * time.Duration(f.slow.Load()))
+	d := f.service * time.Duration(f.slow.Load())
+	if f.jitter {
+		// Desynchronize completions: on virtual time requests that
+		// start together would otherwise all end at the same instant.
+		d = time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	}
+	time.Sleep(d)
 	<-f.workers
 	f.served.Add(1)
 	h := http.Header{}

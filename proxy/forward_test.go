@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -302,5 +303,39 @@ func TestLoadHeader(t *testing.T) {
 	}
 	if got := h.Status().Backends[0].Load; got < 0.7 || got > 0.75 {
 		t.Errorf("backend load %v, want 0.75 (barely faded)", got)
+	}
+}
+
+// TestJudge: overload (503, 504, no headers in time) and failure (refused,
+// reset, 500, 502) are told apart; the throttle hears outbound's rule.
+func TestJudge(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	for _, tt := range []struct {
+		code int
+		kv   []string
+		want outcome
+	}{
+		{200, nil, answered}, {404, nil, answered}, {429, nil, answered},
+		{503, nil, overloaded}, {503, []string{wire.Reject, "overloaded; no-retry"}, overloaded},
+		{504, nil, overloaded}, {504, []string{wire.Reject, "deadline"}, answered},
+		{500, nil, failed}, {502, nil, failed},
+	} {
+		if got, _, _ := judgeResponse(respond(r, tt.code, tt.kv...)); got != tt.want {
+			t.Errorf("%d %v: %v, want %v", tt.code, tt.kv, got, tt.want)
+		}
+	}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		err  error
+		want outcome
+		kind failKind
+	}{
+		{errRefused, failed, failUnreachable},
+		{timeoutErr{}, overloaded, failTimeout},
+		{errors.New("read: connection reset by peer"), failed, failReset},
+	} {
+		if got, _, _, kind := judgeError(ctx, tt.err); got != tt.want || kind != tt.kind {
+			t.Errorf("%v: %v/%v, want %v/%v", tt.err, got, failNames[kind], tt.want, failNames[tt.kind])
+		}
 	}
 }

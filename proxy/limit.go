@@ -21,6 +21,9 @@ type window struct {
 	// overload counts the attempts that said "overloaded": a 503, a 504,
 	// or no answer within the response-header timeout.
 	overload int
+	// load is the backend's own report (Levee-Load, 1 = at its target),
+	// when it gave a recent one; -1 otherwise.
+	load float64
 }
 
 // limitParams are the adaptive limit's parameters (the limit section of
@@ -49,6 +52,10 @@ type limitParams struct {
 // standing queue (its latency about Tolerance × the baseline): fully used,
 // never swamped.
 //
+// An overload answer also marks a ceiling: the in-flight count at which
+// the backend said no. For ceilingMemory the limit grows up to one below
+// it, not into it again; after that, by one per round trip past it.
+//
 // A latency seen while the backend queues is no baseline, and in front of
 // a saturated backend every request queues. So every probeEvery (jittered
 // per backend) while the backend is in use, and one second after a probe
@@ -76,6 +83,10 @@ type adaptiveLimit struct {
 	phase  probePhase
 	saved  float64 // the limit before the probe
 	skip   bool    // ignore the next window (the probe just ended)
+	// ceiling is the in-flight count at which the backend last said it
+	// was overloaded (0: none), at ceilingAt.
+	ceiling   float64
+	ceilingAt time.Time
 }
 
 type probePhase uint8
@@ -128,12 +139,16 @@ func clampLimit(x float64, p limitParams) float64 {
 // that used less than half of min(limit, cap) says nothing about a larger
 // limit.
 func (l *adaptiveLimit) step(now time.Time, w window, cap int) {
-	if w.overload > 0 && l.phase == probeOff {
+	if (w.overload > 0 || w.load > 1) && l.phase == probeOff {
+		// The backend rejected, timed out, or says it is past its
+		// target: back off from what it had, not from a limit it did not
+		// use.
 		if now.Before(l.hold) {
 			return
 		}
-		l.limit = clampLimit(l.limit*l.p.backoff, l.p)
+		l.limit = clampLimit(math.Min(l.limit, float64(max(w.peak, 1)))*l.p.backoff, l.p)
 		l.hold = now.Add(max(w.rtt, l.base))
+		l.ceiling, l.ceilingAt = float64(max(w.peak, 1)), now
 		return
 	}
 	if w.n <= 0 || w.rtt <= 0 {
@@ -161,10 +176,16 @@ func (l *adaptiveLimit) step(now time.Time, w window, cap int) {
 		return // app-limited
 	}
 	switch ratio := l.p.tolerance * float64(l.base) / float64(w.rtt); {
-	case float64(w.rtt) <= 1.1*float64(l.base):
-		l.limit = clampLimit(l.limit*growth, l.p) // no queue at all
+	case ratio >= 1 && w.load >= loadHeadroom:
+		// A levee backend near its target: hold (it sheds before its
+		// latency shows a queue, so latency alone would grow the limit
+		// into its rejections).
 	case ratio >= 1:
-		l.limit = clampLimit(l.limit+math.Sqrt(l.limit), l.p)
+		next := l.limit + math.Sqrt(l.limit)
+		if float64(w.rtt) <= 1.1*float64(l.base) {
+			next = l.limit * growth // no queue at all
+		}
+		l.limit = clampLimit(l.belowCeiling(now, next), l.p)
 	default:
 		if int(l.limit) <= l.p.min {
 			// Too slow even at the floor: the baseline is stale (the
@@ -178,6 +199,26 @@ func (l *adaptiveLimit) step(now time.Time, w window, cap int) {
 		l.phase, l.saved = probeDrain, l.limit
 	}
 }
+
+// ceilingMemory is how long the in-flight count at which a backend said
+// it was overloaded stays a ceiling: below it the limit grows as usual,
+// up to it; past the memory it grows by one per round trip beyond it, so
+// that a backend that gained capacity gets more again.
+const ceilingMemory = 10 * time.Second
+
+// belowCeiling returns next, kept under the last overload's ceiling.
+func (l *adaptiveLimit) belowCeiling(now time.Time, next float64) float64 {
+	if l.ceiling <= 0 || next < l.ceiling {
+		return next
+	}
+	if now.Sub(l.ceilingAt) < ceilingMemory {
+		return math.Max(l.limit, l.ceiling-1)
+	}
+	return math.Max(l.limit, math.Min(next, l.limit+1))
+}
+
+// loadHeadroom is the reported load from which the limit stops growing.
+const loadHeadroom = 0.9
 
 // growth is the limit's growth per round trip while the backend answers
 // at its no-queue latency: a traffic step reaches a limit of 200 from 20

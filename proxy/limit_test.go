@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -35,6 +36,10 @@ func TestLimitStep(t *testing.T) {
 		{"queueing 10×: at most halved", 20, 10 * ms, window{n: 50, rtt: 100 * ms, peak: 20}, 1000, 10, probeOff},
 		{"overload answer: backs off", 20, 10 * ms, window{n: 50, rtt: 10 * ms, peak: 20, overload: 1}, 1000, 18, probeOff},
 		{"only overload answers: backs off", 20, 10 * ms, window{overload: 5, peak: 20}, 1000, 18, probeOff},
+		{"overload below the limit: backs off from the peak", 40, 10 * ms, window{n: 50, rtt: 10 * ms, peak: 10, overload: 1}, 1000, 9, probeOff},
+		{"reported load past the target: backs off", 20, 10 * ms, window{n: 50, rtt: 10 * ms, peak: 20, load: 1.3}, 1000, 18, probeOff},
+		{"reported load near the target: holds", 20, 10 * ms, window{n: 50, rtt: 10 * ms, peak: 20, load: 0.95}, 1000, 20, probeOff},
+		{"reported load low: grows", 16, 10 * ms, window{n: 50, rtt: 10 * ms, peak: 16, load: 0.5}, 1000, 20, probeOff},
 		{"too slow at the floor: the baseline is stale, probe", 2, 10 * ms, window{n: 5, rtt: 100 * ms, peak: 2}, 1000, 2, probeDrain},
 		{"slow start cap: in use at the cap grows", 20, 10 * ms, window{n: 5, rtt: 10 * ms, peak: 2}, 2, 25, probeOff},
 	}
@@ -42,6 +47,9 @@ func TestLimitStep(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newAdaptiveLimit(testLimitParams(), 1)
 			l.limit, l.base, l.next = tt.limit, tt.base, t0.Add(time.Hour)
+			if tt.w.load == 0 {
+				tt.w.load = -1 // none reported
+			}
 			l.step(t0.Add(time.Second), tt.w, tt.cap)
 			if got := l.value(); got != tt.want {
 				t.Errorf("limit = %d, want %d", got, tt.want)
@@ -92,7 +100,7 @@ func (b fixedBackend) run(d time.Duration, value func() int, update func(now tim
 		n := int(carry)
 		carry -= float64(n)
 		noisy := time.Duration(rtt * (0.95 + 0.1*rng.Float64()))
-		update(t0.Add(el+dt), window{n: n, rtt: noisy, peak: int(math.Ceil(peak))})
+		update(t0.Add(el+dt), window{n: n, rtt: noisy, peak: int(math.Ceil(peak)), load: -1})
 		done += completions
 		capacity += float64(b.n) / b.service.Seconds() * dt.Seconds()
 		if el >= time.Minute {
@@ -200,6 +208,36 @@ func TestLimitProbe(t *testing.T) {
 	}
 	if served < 0.9 {
 		t.Errorf("served %.3f of the slow backend's capacity, want ≥ 0.9", served)
+	}
+}
+
+// TestLimitCeiling: after an overload answer at 12 in flight, the limit
+// grows back to 11 at most for ceilingMemory, then one per round trip.
+func TestLimitCeiling(t *testing.T) {
+	l := newAdaptiveLimit(testLimitParams(), 1)
+	t0 := time.Unix(0, 0)
+	ms := time.Millisecond
+	l.limit, l.base, l.next = 12, 10*ms, t0.Add(time.Hour)
+	l.step(t0, window{n: 10, rtt: 10 * ms, peak: 12, overload: 1, load: -1}, 1000)
+	now := t0
+	var got []int
+	for range 6 {
+		now = now.Add(time.Second)
+		l.step(now, window{n: 50, rtt: 10 * ms, peak: l.value(), load: -1}, 1000)
+		got = append(got, l.value())
+	}
+	if want := []int{11, 11, 11, 11, 11, 11}; !slices.Equal(got, want) {
+		t.Errorf("within the memory: %v, want %v", got, want)
+	}
+	now = t0.Add(ceilingMemory)
+	got = got[:0]
+	for range 3 {
+		now = now.Add(time.Second)
+		l.step(now, window{n: 50, rtt: 10 * ms, peak: l.value(), load: -1}, 1000)
+		got = append(got, l.value())
+	}
+	if want := []int{12, 13, 14}; !slices.Equal(got, want) {
+		t.Errorf("past the memory: %v, want %v", got, want)
 	}
 }
 
