@@ -40,8 +40,8 @@ type fakeBackend struct {
 	jitter bool
 
 	waiting, started, served, refused, rejected, abandoned atomic.Int64
-	mu                                          sync.Mutex
-	startedAt, refusedAt                        []time.Time // data requests (not health checks)
+	mu                                                     sync.Mutex
+	startedAt, refusedAt                                   []time.Time // data requests (not health checks)
 }
 
 func newFakeBackend(addr string, workers int, service time.Duration) *fakeBackend {

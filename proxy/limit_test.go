@@ -2,9 +2,9 @@ package proxy
 
 import (
 	"fmt"
-	"slices"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
