@@ -322,12 +322,16 @@ func (bl *balancer) update(news []string, build func(addr string, old *backend) 
 	return added, removed
 }
 
-// setParams applies reloaded parameters to every backend's limit; the
-// rotation parameters are read at each step.
-func (bl *balancer) setParams(p *loopParams) {
+// setParams applies reloaded parameters to every backend's limit and
+// throttle (k, already checked); the rotation parameters are read at each
+// step.
+func (bl *balancer) setParams(p *loopParams, k float64) {
 	bl.mu.Lock()
 	defer bl.mu.Unlock()
 	for _, b := range bl.all {
 		b.lim.setParams(p.limit)
+		if b.th != nil {
+			_ = b.th.SetK(k)
+		}
 	}
 }

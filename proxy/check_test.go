@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +78,41 @@ func TestRestartChanges(t *testing.T) {
 	got := strings.Join(restartChanges(a, b), ",")
 	if want := "backends.protocol,limit.window"; got != want {
 		t.Errorf("restartChanges = %q, want %q", got, want)
+	}
+}
+
+// TestApply: a reload changes the backends and the limits' bounds at
+// once; a change to a restart-only field is refused whole.
+func TestApply(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Backends.Static = []Endpoint{{Address: "a.test:80"}, {Address: "b.test:80"}}
+	h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return canned{} }), WithLogger(discard()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := DefaultConfig()
+	next.Backends.Static = []Endpoint{{Address: "b.test:80"}, {Address: "c.test:80"}}
+	next.Limit.Max, next.Limit.Initial = 10, 10
+	next.Throttle.K = 1.5
+	if err := h.Apply(next); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range h.Status().Backends {
+		got = append(got, fmt.Sprintf("%s/%s/%d", b.Address, b.State, b.Limit))
+	}
+	// a.test had nothing in flight: drained and dropped at once.
+	if want := "b.test:80/serving/10 c.test:80/slow_start/10"; strings.Join(got, " ") != want {
+		t.Errorf("after the reload: %s, want %s", strings.Join(got, " "), want)
+	}
+	bad := DefaultConfig()
+	bad.Backends.Static = next.Backends.Static
+	bad.Limit.Window = time.Second
+	bad.Outlier.MaxEjectedShare = 0.2
+	if err := h.Apply(bad); err == nil || !strings.Contains(err.Error(), "limit.window") {
+		t.Errorf("restart-only change: %v, want refused naming limit.window", err)
+	}
+	if got := h.settings.Load().cfg.Outlier.MaxEjectedShare; got != 0.5 {
+		t.Errorf("a refused reload changed max_ejected_share to %v", got)
 	}
 }

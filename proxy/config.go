@@ -270,8 +270,8 @@ type Forward struct {
 	// FlushInterval flushes a streamed response that often; 0 flushes
 	// streams of unknown length at once and buffers the rest (as
 	// httputil.ReverseProxy does); negative flushes after every write.
-	// Default 0; range [-1ns, 10s].
-	FlushInterval time.Duration `yaml:"flush_interval"`
+	// Default 0; range [-1h, 10s].
+	FlushInterval time.Duration `yaml:"flush_interval" reload:"restart"`
 	// Margin is shaved off the caller's time left before it is sent as
 	// the backend's budget (Levee-Timeout-Ms), at most a tenth of it.
 	// Default 10ms; range [0, 10s].

@@ -438,7 +438,7 @@ func (h *Handler) Apply(cfg *Config) error {
 	h.cfg = cfg
 	s := compile(cfg, h.budget)
 	h.settings.Store(s)
-	h.bal.setParams(&s.loop)
+	h.bal.setParams(&s.loop, cfg.Throttle.K)
 	now := h.now()
 	switch {
 	case len(cfg.Backends.Static) > 0:
