@@ -36,7 +36,7 @@ func TestReloadUnderLoad(t *testing.T) {
 			list = append(list, "{address: "+a+"}")
 		}
 		data := "version: 1\nreload: {poll: 100ms}\nproxy:\n  backends:\n    static: [" + strings.Join(list, ", ") +
-			"]\n  outlier: {max_ejected_share: " + share + "}\n"
+			"]\n  outlier: {max_ejected_share: " + share + "}\n  balance: {slow_start: 0s}\n"
 		tmp := path + ".tmp"
 		if err := os.WriteFile(tmp, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
@@ -92,7 +92,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		})
 	}
 	wait := func(cond func() bool) bool {
-		for range 100 {
+		for range 250 {
 			if cond() {
 				return true
 			}
