@@ -269,7 +269,8 @@ type poller struct {
 type victimSample struct {
 	at       time.Duration
 	out      bool   // the victim is out of rotation
-	attempts uint64 // attempts sent to it so far (levee)
+	attempts uint64 // attempts to it that ended so far (levee)
+	inFlight uint64 // attempts to it under way
 }
 
 func (p *poller) mark(what string, at time.Duration) {
@@ -330,7 +331,7 @@ func (p *poller) sample(client *http.Client, at time.Duration) {
 		for _, v := range b.Outcomes {
 			n += v
 		}
-		p.samples = append(p.samples, victimSample{at: at, out: b.State == "ejected", attempts: n})
+		p.samples = append(p.samples, victimSample{at: at, out: b.State == "ejected", attempts: n, inFlight: uint64(max(b.InFlight, 0))})
 	}
 	p.ejections = max(p.ejections, ej)
 }
@@ -351,9 +352,10 @@ func (p *poller) failover(res *CascadeResult) {
 			continue
 		}
 		if ejectedAt < 0 && s.out {
-			ejectedAt, atEjection = s.at, s.attempts
+			// Attempts under way at the ejection were sent before it.
+			ejectedAt, atEjection = s.at, s.attempts+s.inFlight
 		}
-		if ejectedAt >= 0 && (!revived || s.at < revive) {
+		if ejectedAt >= 0 && (!revived || s.at < revive) && s.attempts > atEjection {
 			res.SentAfterEjection = s.attempts - atEjection
 		}
 		if revived && s.at >= revive && !s.out && res.ReturnedAfter < 0 && ejectedAt >= 0 {

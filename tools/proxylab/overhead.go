@@ -12,7 +12,7 @@ import (
 // OverheadConfig configures Overhead. Zero fields take the defaults in
 // brackets.
 type OverheadConfig struct {
-	// Rate [1000/s] offered to each proxy for Duration [10s] per round,
+	// Rate [1500/s] offered to each proxy for Duration [10s] per round,
 	// Rounds [3] times, the order of the proxies rotating each round:
 	// well below every proxy's saturation.
 	Rate     float64
@@ -57,7 +57,7 @@ func Median[T time.Duration | float64](ds []T) T {
 // backends.
 func Overhead(ctx context.Context, c OverheadConfig) ([]OverheadRow, error) {
 	if c.Rate <= 0 {
-		c.Rate = 1000
+		c.Rate = 1500
 	}
 	if c.Duration <= 0 {
 		c.Duration = 10 * time.Second
