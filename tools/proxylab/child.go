@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/proxy"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // envRole names the role of a re-executed child.
@@ -290,7 +290,7 @@ func (p *Proc) Stderr() string { return p.errs.String() }
 
 // CPU returns the CPU time the process used so far: the sum over its
 // threads of /proc/<pid>/task/<tid>/schedstat (nanoseconds), or, where
-// that is missing, /proc/<pid>/stat's utime + stime (10 ms ticks).
+// that is missing, utime + stime (10 ms ticks, load.ProcessCPU).
 func (p *Proc) CPU() (time.Duration, error) { return procCPU(p.cmd.Process.Pid) }
 
 func procCPU(pid int) (time.Duration, error) {
@@ -321,28 +321,13 @@ func procCPU(pid int) (time.Duration, error) {
 			return sum, nil
 		}
 	}
-	b, err := os.ReadFile(dir + "/stat")
+	// utime + stime from /proc/<pid>/stat, in 10 ms ticks.
+	pc := load.ProcessCPU{PID: pid}
+	r, err := pc.Read(context.Background())
 	if err != nil {
 		return 0, err
 	}
-	// The command may contain spaces: fields count from the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, errors.New("proxylab: malformed /proc stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, errors.New("proxylab: short /proc stat")
-	}
-	// utime and stime: fields 14 and 15 of the line, 12 and 13 after the
-	// state, in USER_HZ ticks (100 per second on Linux).
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+	return time.Duration(r.Seconds * float64(time.Second)), nil
 }
 
 // tailBuffer keeps the last 8 KiB written to it.
