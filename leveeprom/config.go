@@ -1,30 +1,43 @@
 package leveeprom
 
 import (
+	"reflect"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	leveeconfig "github.com/levee-dev/levee/config"
-	"github.com/levee-dev/levee/leveehttp"
 )
+
+// AdminCounter is what ConfigCollector reads of an admin endpoint:
+// *leveehttp.Admin implements it.
+type AdminCounter interface {
+	// Counts returns the requests refused with 401 and the requests that
+	// changed something, since the endpoint was built.
+	Counts() (unauthorized, changes uint64)
+}
 
 // ConfigCollector exports a config.Reloader's reload counters and, when
 // given one, a leveehttp.Admin's. It reads them when scraped. Safe for
 // concurrent use.
 type ConfigCollector struct {
 	rl    *leveeconfig.Reloader
-	admin *leveehttp.Admin
+	admin AdminCounter
 
 	reloads, changes, generation, lastOK *prometheus.Desc
 	appliedAt, overrides                 *prometheus.Desc
 	unauthorized, adminChanges           *prometheus.Desc
 }
 
-// NewConfigCollector returns a collector for rl and admin (nil: no admin
-// metrics); register it on your own prometheus.Registerer. A nil rl
-// panics. The metrics are listed in the package documentation.
-func NewConfigCollector(rl *leveeconfig.Reloader, admin *leveehttp.Admin, opts ...Option) *ConfigCollector {
+// NewConfigCollector returns a collector for rl and admin, a
+// *leveehttp.Admin (nil: no admin metrics); register it on your own
+// prometheus.Registerer. A nil rl panics. The metrics are listed in the
+// package documentation.
+func NewConfigCollector(rl *leveeconfig.Reloader, admin AdminCounter, opts ...Option) *ConfigCollector {
 	if rl == nil {
 		panic("leveeprom: NewConfigCollector with a nil Reloader")
+	}
+	if v := reflect.ValueOf(admin); admin != nil && v.Kind() == reflect.Pointer && v.IsNil() {
+		admin = nil // a nil *leveehttp.Admin: no admin metrics
 	}
 	cl := newConfig(opts).constLabels
 	d := func(name, help string, labels ...string) *prometheus.Desc {
@@ -81,8 +94,8 @@ func (c *ConfigCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.appliedAt, float64(s.AppliedAt.UnixNano())/1e9)
 	gauge(c.overrides, float64(s.Overrides))
 	if c.admin != nil {
-		a := c.admin.Stats()
-		counter(c.unauthorized, float64(a.Unauthorized))
-		counter(c.adminChanges, float64(a.Changes))
+		unauthorized, changes := c.admin.Counts()
+		counter(c.unauthorized, float64(unauthorized))
+		counter(c.adminChanges, float64(changes))
 	}
 }
