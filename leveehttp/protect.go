@@ -25,19 +25,19 @@ import (
 type ProtectOption func(*protectConfig)
 
 type protectConfig struct {
-	rl       *config.Reloader
-	cfg      *config.Config
-	path     string
-	copts    []config.Option
-	handler  []HandlerOption
-	admit    []admit.Option
-	status   []StatusOption
-	reg      *prometheus.Registry
-	logger   *slog.Logger
-	server   func(*http.Server)
-	runs     []func(context.Context)
-	probes   []func() uint64
-	grace    time.Duration
+	rl      *config.Reloader
+	cfg     *config.Config
+	path    string
+	copts   []config.Option
+	handler []HandlerOption
+	admit   []admit.Option
+	status  []StatusOption
+	reg     *prometheus.Registry
+	logger  *slog.Logger
+	server  func(*http.Server)
+	runs    []func(context.Context)
+	probes  []func() uint64
+	grace   time.Duration
 }
 
 // WithConfig configures Protect from cfg, a configuration built in code
