@@ -389,7 +389,8 @@ func wireHTTPResponse(t *testing.T, row wireResponse, sc scenario) {
 	// for an overload.
 	ctx, cancel := clientContext(md)
 	defer cancel()
-	tr := leveehttp.NewTransport(nil, leveehttp.WithThrottle(nil), leveehttp.WithPolicy(retry.Policy{MaxAttempts: 1}))
+	tr := leveehttp.NewTransport(nil, leveehttp.WithThrottle(nil), leveehttp.WithPolicy(retry.Policy{MaxAttempts: 1}),
+		leveehttp.WithHosts(hs.Listener.Addr().String()))
 	req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/work", nil)
 	_, err = tr.RoundTrip(req)
 	if got := levee.AsRejected(err); !nearRej(got, clientView(want), sc.tol+time.Millisecond) {

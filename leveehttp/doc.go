@@ -70,16 +70,25 @@
 //
 // # Client
 //
-//	client := &http.Client{Transport: leveehttp.NewTransport(nil)}
+//	client := &http.Client{Transport: leveehttp.NewTransport(nil,
+//		leveehttp.WithHosts("*.svc.cluster.local"))} // the hosts that speak levee
+//
+// WithHosts (or WithScope) names the hosts that speak levee's protocol;
+// requests to any other host, on the same http.Client, pass through
+// untouched. Without it every host is treated as a levee host except that
+// no tenant id is sent (it may be an API key). Only responses carrying
+// Levee-Reject become errors: a third party's own 429 or 504 reaches the
+// caller as it came, body included.
 //
 // The Transport sends the context's levee.Call (criticality, tenant), the
 // attempt number and the time left minus a margin as Levee-Timeout-Ms; with
-// no deadline on the context it applies the retry Policy's Timeout. It
+// no deadline on the context it applies the retry Policy's Timeout to the
+// wait for the response (never to the reading of its body). It
 // refuses locally, without touching the network, when the per-host adaptive
 // throttle says so (*levee.RejectedError, Reason Throttled), retries
 // idempotent requests within the Policy and its budget, honours
 // Retry-After, Levee-Retry-After-Ms and no-retry, and returns levee
-// rejections (503 with Levee-Reject, 429, 504) as errors carrying a
+// rejections (503, 429 or 504 with Levee-Reject) as errors carrying a
 // *levee.RejectedError, which http.Client wraps in a *url.Error: test with
 // levee.AsRejected, errors.As or errors.Is. It shares its attempt loop,
 // margin and outcome rules with leveegrpc's client (internal/outbound).

@@ -133,7 +133,7 @@ func runRole(role string) int {
 		})
 	case "midtier":
 		backend := "http://" + os.Getenv(e2eBackend)
-		down := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: retry.NewBudget()}))}
+		down := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: retry.NewBudget()}), WithHosts("127.0.0.1"))}
 		forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			stats.add(fmt.Sprintf("%s/%s", strings.TrimPrefix(r.URL.Path, "/"), r.Header.Get(HeaderAttempt)))
 			req, _ := http.NewRequestWithContext(r.Context(), "GET", backend+r.URL.Path, nil)
@@ -255,7 +255,7 @@ func TestEndToEnd(t *testing.T) {
 	mid := startRole(t, "midtier", e2eBackend+"="+backend)
 
 	budget := retry.NewBudget(retry.WithRatio(0.1, 10*time.Second), retry.WithFloor(2, time.Minute))
-	client := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: budget, Base: 5 * time.Millisecond}))}
+	client := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: budget, Base: 5 * time.Millisecond}), WithHosts("127.0.0.1"))}
 	get := func(path string, call levee.Call, budget time.Duration) (*http.Response, error) {
 		ctx, cancel := context.WithTimeout(levee.WithCall(context.Background(), call), budget)
 		t.Cleanup(cancel)

@@ -41,6 +41,8 @@ type transportConfig struct {
 	now        func() time.Time
 	wait       func(ctx context.Context, d time.Duration) error
 	names      *HeaderNames
+	hosts      []hostPattern            // WithHosts; nil: not set
+	scope      func(*http.Request) bool // WithScope; nil: not set
 }
 
 // WithTransportHeaderNames renames the headers the Transport writes and
@@ -58,9 +60,13 @@ func WithPolicy(p retry.Policy) TransportOption {
 	return func(c *transportConfig) { c.policy = p }
 }
 
-// WithThrottle sets the group of per-host adaptive throttles (keyed by
-// URL host:port), for example to share one among Transports or to set K.
-// nil disables local throttling. Default: a new throttle.NewGroup() per
+// WithThrottle sets the group of per-host adaptive throttles, for example
+// to share one among Transports or to set K. Keys are host:port, in lower
+// case, without a trailing dot and with the scheme's default port made
+// explicit (https://API.example/ and https://api.example:443/ share one);
+// a host that is not printable ASCII, or longer than 128 bytes, is keyed
+// by its hash, so that every key is a valid, bounded metric label. nil
+// disables local throttling. Default: a new throttle.NewGroup() per
 // Transport.
 func WithThrottle(g *throttle.Group) TransportOption {
 	return func(c *transportConfig) { c.throttles, c.noThrottle = g, g == nil }
@@ -92,8 +98,11 @@ type Transport struct {
 // NewTransport returns a Transport that sends requests through next
 // (nil: http.DefaultTransport). For each request it:
 //
+//   - passes a request to a host outside its scope (WithHosts, WithScope)
+//     to next untouched, and sends the tenant id only to hosts it names;
 //   - applies the retry Policy's Timeout when the context has no deadline,
-//     so no call waits forever;
+//     so no call waits forever for a response (the body the caller then
+//     reads is not bounded by it);
 //   - refuses locally, without touching the network, a request with less
 //     than a millisecond left after the margin (a Deadline rejection), or
 //     one the host's adaptive throttle refuses (a *levee.RejectedError,
@@ -102,10 +111,11 @@ type Transport struct {
 //     time left minus a margin (at most a tenth of it) as
 //     Levee-Criticality, Levee-Tenant, Levee-Attempt and Levee-Timeout-Ms,
 //     on a copy of the request;
-//   - turns a 503 carrying Levee-Reject, a 429 or a 504 into a
+//   - turns a 503, 429 or 504 carrying Levee-Reject into a
 //     *levee.RejectedError (its RetryAfter from Levee-Retry-After-Ms, else
 //     Retry-After; none when it says no-retry), draining (up to
-//     DefaultDrainLimit bytes) and closing the response body;
+//     DefaultDrainLimit bytes) and closing the response body; any other
+//     response is returned as it came;
 //   - reports each attempt's outcome to the throttle: overload and quota
 //     rejections and attempts without an answer in time count against the
 //     host; any other answer counts for it; failures that never reached it
@@ -185,18 +195,51 @@ var (
 
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	inScope, tenant := t.scope(req)
+	if !inScope {
+		return t.next.RoundTrip(req)
+	}
 	ctx := req.Context()
 	call := levee.CallFrom(ctx)
 	if !call.Criticality.Valid() {
 		call.Criticality = levee.Critical
 	}
-	ctx, cancel := outbound.Bound(ctx, t.cfg.now(), t.cfg.policy)
-	resp, err := t.roundTrip(ctx, req, call)
+	if !tenant {
+		call.Tenant = ""
+	}
+	// Without a deadline the Policy's Timeout bounds the wait for a
+	// response (attempts and retries), not the reading of its body: a
+	// timer that is stopped once the response arrives, not a deadline.
+	var (
+		expire *time.Timer
+		cancel context.CancelCauseFunc
+		now    = t.cfg.now()
+		soft   time.Time
+	)
+	if _, ok := ctx.Deadline(); !ok {
+		timeout := t.cfg.policy.Timeout
+		if timeout <= 0 {
+			timeout = retry.DefaultTimeout
+		}
+		soft = now.Add(timeout)
+		ctx, cancel = context.WithCancelCause(ctx)
+		expire = time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
+	}
+	resp, err := t.roundTrip(ctx, req, call, soft)
 	if cancel != nil {
-		if err != nil || resp == nil || resp.Body == nil {
-			cancel()
-		} else {
-			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		expire.Stop()
+		switch {
+		case err != nil:
+			// The parent has no deadline: a cause of DeadlineExceeded is
+			// the timer's.
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && asRejected(err) == nil {
+				err = &noAnswerError{timeout: soft.Sub(now), err: err}
+			}
+			cancel(nil)
+		case resp.Body == nil:
+			cancel(nil)
+		default:
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 		}
 	}
 	if err != nil {
@@ -209,12 +252,28 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// roundTrip runs the attempt loop (internal/outbound) for req.
-func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee.Call) (*http.Response, error) {
+// noAnswerError is the error of a request without a deadline that got no
+// response within the Policy's Timeout.
+type noAnswerError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *noAnswerError) Error() string {
+	return "leveehttp: no response within the retry policy's timeout " + e.timeout.String() + ": " + e.err.Error()
+}
+
+// Unwrap returns context.DeadlineExceeded and the transport's error.
+func (e *noAnswerError) Unwrap() []error { return []error{context.DeadlineExceeded, e.err} }
+
+// roundTrip runs the attempt loop (internal/outbound) for req, within
+// soft when it is set (see RoundTrip).
+func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee.Call, soft time.Time) (*http.Response, error) {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	oc := outbound.Call{
 		Policy:      t.cfg.policy,
 		Criticality: call.Criticality,
+		Deadline:    soft,
 		Margin:      t.cfg.margin,
 		Now:         t.cfg.now,
 		Sleep:       t.cfg.wait,
@@ -225,7 +284,7 @@ func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee
 	}
 	oc.Policy.NotIdempotent = !t.idempotent(req)
 	if t.cfg.throttles != nil {
-		oc.Throttle = t.cfg.throttles.Get(req.URL.Host)
+		oc.Throttle = t.cfg.throttles.Get(throttleKey(req.URL.Scheme, req.URL.Host))
 	}
 	var (
 		resp *http.Response
@@ -302,16 +361,17 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 	return nil, rej
 }
 
-// rejection reads a levee rejection from resp: a 503 with Levee-Reject, a
-// 429 or a 504. It returns nil for any other response.
+// rejection reads a levee rejection from resp: a 503, 429 or 504 carrying
+// Levee-Reject. It returns nil for any other response, which goes to the
+// caller as it came (a third party's own 429 or 504 included).
 func rejection(resp *http.Response, now time.Time, names *HeaderNames) *levee.RejectedError {
 	var reason levee.Reason
 	_, noRetry, ok := wire.ParseReject(resp.Header[names.Reject])
+	if !ok {
+		return nil
+	}
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable:
-		if !ok {
-			return nil
-		}
 		reason = levee.Overloaded
 	case http.StatusTooManyRequests:
 		reason = levee.Quota

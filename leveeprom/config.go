@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	leveeconfig "github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/internal/instrument"
 )
 
 // AdminCounter is what ConfigCollector reads of an admin endpoint:
@@ -22,10 +23,7 @@ type AdminCounter interface {
 type ConfigCollector struct {
 	rl    *leveeconfig.Reloader
 	admin AdminCounter
-
-	reloads, changes, generation, lastOK *prometheus.Desc
-	appliedAt, overrides                 *prometheus.Desc
-	unauthorized, adminChanges           *prometheus.Desc
+	d     descs
 }
 
 // NewConfigCollector returns a collector for rl and admin, a
@@ -39,63 +37,22 @@ func NewConfigCollector(rl *leveeconfig.Reloader, admin AdminCounter, opts ...Op
 	if v := reflect.ValueOf(admin); admin != nil && v.Kind() == reflect.Pointer && v.IsNil() {
 		admin = nil // a nil *leveehttp.Admin: no admin metrics
 	}
-	cl := newConfig(opts).constLabels
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, cl)
+	ms := instrument.ConfigMetrics
+	if admin != nil {
+		ms = append(ms[:len(ms):len(ms)], instrument.AdminMetrics...)
 	}
-	return &ConfigCollector{
-		rl:    rl,
-		admin: admin,
-		reloads: d("levee_config_reloads_total",
-			"Configuration reloads by result: applied (a change put in force), rejected (the configuration in force kept), unchanged.", "result"),
-		changes: d("levee_config_changes_total",
-			"Configuration fields changed by applied reloads."),
-		generation: d("levee_config_generation",
-			"Generation of the configuration in force (1 at start, +1 per applied change)."),
-		lastOK: d("levee_config_last_reload_success",
-			"1 if the last reload was applied or found nothing to change, 0 if it was rejected."),
-		appliedAt: d("levee_config_applied_timestamp_seconds",
-			"Unix time at which the configuration in force was applied."),
-		overrides: d("levee_config_overrides",
-			"Runtime overrides in force (set through the admin endpoint)."),
-		unauthorized: d("levee_admin_unauthorized_total",
-			"Admin endpoint requests refused with 401."),
-		adminChanges: d("levee_admin_changes_total",
-			"Admin endpoint requests that changed something (reload, dry-run, drill)."),
-	}
+	return &ConfigCollector{rl: rl, admin: admin, d: newDescs(ms, opts)}
 }
 
 // Describe implements prometheus.Collector.
-func (c *ConfigCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.reloads, c.changes, c.generation, c.lastOK, c.appliedAt, c.overrides} {
-		ch <- d
-	}
-	if c.admin != nil {
-		ch <- c.unauthorized
-		ch <- c.adminChanges
-	}
-}
+func (c *ConfigCollector) Describe(ch chan<- *prometheus.Desc) { c.d.describe(ch) }
 
 // Collect implements prometheus.Collector.
 func (c *ConfigCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.rl.Stats()
-	counter := func(d *prometheus.Desc, v float64, lv ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, lv...)
-	}
-	gauge := func(d *prometheus.Desc, v float64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
-	}
-	counter(c.reloads, float64(s.Applied), "applied")
-	counter(c.reloads, float64(s.Rejected), "rejected")
-	counter(c.reloads, float64(s.Unchanged), "unchanged")
-	counter(c.changes, float64(s.Changes))
-	gauge(c.generation, float64(s.Generation))
-	gauge(c.lastOK, b2f(s.LastOK))
-	gauge(c.appliedAt, float64(s.AppliedAt.UnixNano())/1e9)
-	gauge(c.overrides, float64(s.Overrides))
+	emit := c.d.emitTo(ch)
+	instrument.ReadConfig(instrument.Reloads(c.rl.Stats()), emit)
 	if c.admin != nil {
 		unauthorized, changes := c.admin.Counts()
-		counter(c.unauthorized, float64(unauthorized))
-		counter(c.adminChanges, float64(changes))
+		instrument.ReadAdmin(unauthorized, changes, emit)
 	}
 }

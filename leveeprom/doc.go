@@ -93,16 +93,25 @@
 // Tenants never appear as labels. Several controllers in one process are
 // told apart with WithConstLabels.
 //
-// Example alerting rules using these metrics (headroom, shedding time,
-// degradation, critical traffic shed, retry storms, client throttling) are
-// in deploy/prometheus/levee-alerts.yml; a test checks that every metric and
-// label they name exists.
+// The names, units, help texts and label names are defined once, in
+// levee's internal/instrument table, which leveeotel uses too: an
+// OpenTelemetry pipeline gets the same instruments, and after
+// OpenTelemetry's standard Prometheus translation the same names.
+//
+// Alerting rules using these metrics are in deploy/prometheus/levee-alerts.yml
+// (tickets for capacity; pages only when traffic is shed while less
+// critical traffic is admitted about as readily, or CRITICAL_PLUS is shed),
+// with unit tests in the format of `promtool test rules`; a Grafana
+// dashboard is in deploy/grafana/levee.json. deploy/prometheus/rulecheck
+// checks every query of both against these collectors and runs the rule
+// tests with Prometheus's rule engine.
 //
 // # Layers
 //
 // Within levee's layers (vocabulary and leaves → policies → adapters → tools
 // → commands; imports point down only, checked by .ci/layers), leveeprom is
 // an adapter: it reads the policies' snapshots and counters (admit, retry,
-// throttle) for github.com/prometheus/client_golang, its only dependency
-// outside levee, and never imports the tools or the command.
+// throttle, and the configuration's and admin endpoint's counters) for
+// github.com/prometheus/client_golang, its only dependency outside levee,
+// and never imports the tools or the command.
 package leveeprom

@@ -1,6 +1,10 @@
 package leveeprom
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/levee-dev/levee/internal/instrument"
+)
 
 // ProbeCollector exports the health and readiness requests a server let
 // through without admission: leveehttp's Handler.Probes (GET or HEAD on its
@@ -11,7 +15,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // when scraped and adds nothing to the request path; it is safe for
 // concurrent use.
 type ProbeCollector struct {
-	desc   *prometheus.Desc
+	d      descs
 	probes func() uint64
 }
 
@@ -22,18 +26,13 @@ func NewProbeCollector(probes func() uint64, opts ...Option) *ProbeCollector {
 	if probes == nil {
 		panic("leveeprom: NewProbeCollector with a nil count")
 	}
-	return &ProbeCollector{
-		desc: prometheus.NewDesc("levee_health_probes_total",
-			"Health and readiness requests passed through without admission (never shed).",
-			nil, newConfig(opts).constLabels),
-		probes: probes,
-	}
+	return &ProbeCollector{d: newDescs([]*instrument.Metric{instrument.HealthProbes}, opts), probes: probes}
 }
 
 // Describe implements prometheus.Collector.
-func (c *ProbeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *ProbeCollector) Describe(ch chan<- *prometheus.Desc) { c.d.describe(ch) }
 
 // Collect implements prometheus.Collector.
 func (c *ProbeCollector) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.probes()))
+	instrument.ReadProbes(c.probes(), c.d.emitTo(ch))
 }

@@ -40,8 +40,8 @@ func (g *Group) SetK(k float64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.cfg.k = k
-	for _, t := range *g.m.Load() {
-		t.SetK(k)
+	for _, e := range g.all {
+		e.t.SetK(k)
 	}
 	return nil
 }

@@ -49,6 +49,11 @@ type Call struct {
 	// Margin is shaved off the time left before it is advertised (see
 	// Left); DefaultMargin is the adapters' default.
 	Margin time.Duration
+	// Deadline, when set, bounds the call's attempts, retries and
+	// advertised budget like a deadline of ctx, without being one: a
+	// transport uses it for its default timeout when the response body
+	// must outlive it (see Bound).
+	Deadline time.Time
 	// Now reads the clock; nil means time.Now.
 	Now func() time.Time
 	// Sleep waits d unless ctx ends first; nil means Sleep.
@@ -106,17 +111,29 @@ func noRelease() {}
 func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 	now := c.now()
 	dl, _ := ctx.Deadline()
+	if !c.Deadline.IsZero() && (dl.IsZero() || c.Deadline.Before(dl)) {
+		dl = c.Deadline
+	}
 	var a retry.Attempts
 	a.Init(c.Policy, now, dl)
+	// A retry asks the throttle before the retry budget (retry.Attempts'
+	// gate): a retry the throttle refuses spends no budget token.
+	var gate func(time.Time) error
+	if c.Throttle != nil {
+		gate = func(now time.Time) error { return c.Throttle.AllowAt(now, c.Criticality) }
+	}
+	allowed := false // the gate already let this attempt through
 	for {
-		at, err := c.attempt(ctx, now, a.Attempt())
+		at, err := c.attempt(ctx, now, a.Attempt(), dl)
 		if err != nil {
 			return err
 		}
-		if err := c.Throttle.AllowAt(now, c.Criticality); err != nil {
-			at.Release()
-			a.Next(now, err)
-			return a.Err()
+		if !allowed {
+			if err := c.Throttle.AllowAt(now, c.Criticality); err != nil {
+				at.Release()
+				a.Next(now, err)
+				return a.Err()
+			}
 		}
 		err = send(at)
 		if err == nil {
@@ -141,10 +158,11 @@ func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 		if c.OneShot {
 			return err
 		}
-		wait, again := a.Next(now, err)
+		wait, again := a.NextGated(now, err, gate)
 		if !again {
 			return a.Err()
 		}
+		allowed = true
 		if c.sleep(ctx, wait) != nil {
 			return &retry.GiveUpError{Err: err, Attempts: a.Attempt(), Stop: retry.StopDeadline}
 		}
@@ -152,17 +170,18 @@ func (c *Call) Run(ctx context.Context, send func(Attempt) error) error {
 	}
 }
 
-// attempt prepares attempt n at now: its context, deadline and advertised
-// budget, or a local Deadline rejection when no useful time is left.
-func (c *Call) attempt(ctx context.Context, now time.Time, n int) (Attempt, error) {
+// attempt prepares attempt n at now for a call that must end by dl (zero:
+// no deadline): its context, deadline and advertised budget, or a local
+// Deadline rejection when no useful time is left.
+func (c *Call) attempt(ctx context.Context, now time.Time, n int, dl time.Time) (Attempt, error) {
 	at := Attempt{N: n, Ctx: ctx, At: now, Release: noRelease}
-	if err := ctx.Err(); err != nil {
+	if err := cause(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return at, ErrLocalDeadline
 		}
 		return at, err
 	}
-	dl, ok := ctx.Deadline()
+	ok := !dl.IsZero()
 	if d := c.Policy.AttemptTimeout; d > 0 && (!ok || now.Add(d).Before(dl)) {
 		dl, ok = now.Add(d), true
 		at.Ctx, at.Release = context.WithDeadline(ctx, dl)
@@ -185,7 +204,7 @@ func (c *Call) report(ctx context.Context, now time.Time, err error, own bool) {
 		return
 	}
 	o := Overload
-	switch cerr := ctx.Err(); {
+	switch cerr := cause(ctx); {
 	case own || errors.Is(cerr, context.DeadlineExceeded):
 		// No answer in time: how a backend without levee shows overload.
 	case cerr != nil:
@@ -194,6 +213,16 @@ func (c *Call) report(ctx context.Context, now time.Time, err error, own bool) {
 		o = c.judge(err)
 	}
 	o.Report(c.Throttle, now, c.Criticality)
+}
+
+// cause is ctx's error, or the cause it was cancelled with: a transport
+// that bounds only the wait for a response (not its body) cancels with
+// context.DeadlineExceeded as the cause.
+func cause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
 }
 
 func (c *Call) now() time.Time {

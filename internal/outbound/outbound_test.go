@@ -341,3 +341,38 @@ func TestSleep(t *testing.T) {
 		t.Errorf("Sleep(1µs) = %v, want nil", err)
 	}
 }
+
+// TestRetryBudgetSpentOnlyOnSentRetries: the throttle is asked before the
+// retry budget, so every token the budget grants is a retry that was sent
+// (a retry the throttle refuses used to cost a token first).
+func TestRetryBudgetSpentOnlyOnSentRetries(t *testing.T) {
+	clk := &clock{now: t0}
+	th := throttle.New()
+	budget := retry.NewBudget()
+	sentRetries, throttled := 0, 0
+	for i := range 3000 {
+		clk.now = t0.Add(time.Duration(i) * 20 * time.Millisecond)
+		c := testCall(clk)
+		c.Policy.Budget = budget
+		c.Throttle = th
+		sent := 0
+		err := c.Run(&deadlineCtx{Context: context.Background(), dl: clk.now.Add(time.Minute)}, func(a Attempt) error {
+			sent++
+			if a.N > 0 {
+				sentRetries++
+			}
+			return overloaded // the backend sheds everything
+		})
+		if sent > 0 && errors.Is(err, levee.ErrThrottled) {
+			throttled++ // a retry refused by the throttle
+		}
+	}
+	granted := budget.Stats().Retries
+	t.Logf("%d retries sent, %d granted by the budget, %d retries refused by the throttle", sentRetries, granted, throttled)
+	if throttled == 0 {
+		t.Fatal("the throttle never refused a retry: the test does not exercise the order")
+	}
+	if int(granted) != sentRetries {
+		t.Errorf("budget granted %d retries, %d were sent: a refused retry spent a token", granted, sentRetries)
+	}
+}

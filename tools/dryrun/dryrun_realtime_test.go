@@ -8,15 +8,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/loopback"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 func TestMain(m *testing.M) {
@@ -52,7 +52,7 @@ func TestDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("work %v, backend GOMAXPROCS=%d %s; closed-loop capacity %.0f req/s", work, ready.GOMAXPROCS, ready.Pinned, capRPS)
-	phases := []loadgen.Phase{
+	phases := []load.Phase{
 		{Name: "0.7x", Rate: 0.7 * capRPS, Duration: 4 * time.Second},
 		{Name: "3x", Rate: 3 * capRPS, Duration: 8 * time.Second},
 	}
@@ -103,9 +103,8 @@ func TestDryRun(t *testing.T) {
 			t.Errorf("%s: %d would-be rejections at 0.7× capacity, want ≤ %.0f", res.Config.Name, wouldWarm, lim)
 		}
 	}
-	sort.Float64s(ratios)
-	med := ratios[len(ratios)/2]
-	t.Logf("would reject ÷ (offered − capacity) over the 3× phase: median %.2f, range %.2f–%.2f over %d runs", med, ratios[0], ratios[len(ratios)-1], len(ratios))
+	med, lo, hi := report.Median(ratios)
+	t.Logf("would reject ÷ (offered − capacity) over the 3× phase: median %.2f, range %.2f–%.2f over %d runs", med, lo, hi, len(ratios))
 	if math.Abs(med-1) > 0.15 {
 		t.Errorf("median would reject ÷ (offered − capacity) = %.2f, want within ±15%% of 1", med)
 	}
