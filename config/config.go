@@ -145,7 +145,8 @@ type SchedLatency struct {
 type QueueDelay struct {
 	// Enabled includes the signal. Default true.
 	Enabled bool `yaml:"enabled" reload:"restart"`
-	// Target standing-queue delay. Default 5ms; range (0, 1m].
+	// Target standing-queue delay. Default 0: learned from the CPU per
+	// request (see pressure.QueueDelay); range [0, 1m].
 	Target time.Duration `yaml:"target"`
 	// Interval over which the minimum is taken. Default 100ms; range
 	// [10ms, 1m].
@@ -334,7 +335,7 @@ func Default() *Config {
 		Signals: Signals{
 			CPU:          CPU{Enabled: true, Target: 0.95, Period: 50 * time.Millisecond, Smoothing: 50 * time.Millisecond},
 			SchedLatency: SchedLatency{Enabled: true, Target: 50 * time.Millisecond, Percentile: 0.99, Period: 50 * time.Millisecond, Smoothing: 50 * time.Millisecond},
-			QueueDelay:   QueueDelay{Enabled: true, Target: 5 * time.Millisecond, Interval: 100 * time.Millisecond},
+			QueueDelay:   QueueDelay{Enabled: true, Interval: 100 * time.Millisecond},
 		},
 		Degrade: Degrade{
 			Target:     degrade.DefaultTarget,

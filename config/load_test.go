@@ -170,7 +170,7 @@ func TestParseProblems(t *testing.T) {
 func TestEveryProblemReported(t *testing.T) {
 	file := `version: 1
 admit: {period: 0s}
-signals: {cpu: {target: 0}, sched_latency: {target: 0s}, queue_delay: {target: 0s}}
+signals: {cpu: {target: 0}, sched_latency: {target: 0s}, queue_delay: {target: -1s}}
 degrade: {target: 2}
 http: {health_paths: [healthz]}
 admin: {max_drill: 0s}

@@ -181,7 +181,7 @@ func (s *Signals) validate(v *Validator) {
 	sl.duration("period", s.SchedLatency.Period, 10*time.Millisecond, time.Minute, false)
 	sl.duration("smoothing", s.SchedLatency.Smoothing, 0, time.Minute, false)
 	q := v.Sub("queue_delay")
-	q.duration("target", s.QueueDelay.Target, 0, time.Minute, true)
+	q.duration("target", s.QueueDelay.Target, 0, time.Minute, false)
 	q.duration("interval", s.QueueDelay.Interval, 10*time.Millisecond, time.Minute, false)
 	q.duration("smoothing", s.QueueDelay.Smoothing, 0, time.Minute, false)
 }

@@ -33,12 +33,45 @@ func (s *SchedLatency) SetTarget(d time.Duration) error {
 	return nil
 }
 
-// SetTarget changes the queueing delay target (see WithQueueTarget): d in
-// (0, 1m]. Safe for concurrent use.
+// SetTarget fixes the queueing delay target (see WithQueueTarget): d in
+// (0, 1m]; 0 goes back to the learned target. Safe for concurrent use.
 func (q *QueueDelay) SetTarget(d time.Duration) error {
-	if d <= 0 || d > time.Minute {
-		return option.New("pressure", "QueueDelay.SetTarget", "must be in (0, 1m]", d)
+	if d < 0 || d > time.Minute {
+		return option.New("pressure", "QueueDelay.SetTarget", "must be in [0, 1m] (0: learned)", d)
 	}
-	q.target.store(d.Seconds())
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.fixed.Store(int64(d))
+	q.target.store(q.targetFor(q.scale))
+	return nil
+}
+
+// SetTarget changes the memory target (see WithMemoryTarget): f in (0, 1].
+// Safe for concurrent use.
+func (m *Memory) SetTarget(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return option.New("pressure", "Memory.SetTarget", "must be in (0, 1]", f)
+	}
+	m.target.store(f)
+	return nil
+}
+
+// SetTarget changes the GC CPU target (see WithGCTarget): f in (0, 1].
+// Safe for concurrent use.
+func (g *GCCPU) SetTarget(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return option.New("pressure", "GCCPU.SetTarget", "must be in (0, 1]", f)
+	}
+	g.target.store(f)
+	return nil
+}
+
+// SetTarget changes the count's target (see WithCountTarget): f in (0, 1].
+// Safe for concurrent use.
+func (c *Count) SetTarget(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return option.New("pressure", "Count.SetTarget", "must be in (0, 1]", f)
+	}
+	c.target.store(f)
 	return nil
 }

@@ -12,6 +12,7 @@ func TestSetTarget(t *testing.T) {
 	}
 	sched := NewSchedLatency()
 	queue := NewQueueDelay()
+	mem, gc, files := NewMemory(WithMemoryCgroupFS(nil)), NewGCCPU(), NewOpenFiles()
 	for _, tc := range []struct {
 		name    string
 		set     func() error
@@ -26,6 +27,13 @@ func TestSetTarget(t *testing.T) {
 		{"sched out of range", func() error { return sched.SetTarget(-time.Second) }, sched.Target, 0.02, true},
 		{"queue", func() error { return queue.SetTarget(10 * time.Millisecond) }, queue.Target, 0.01, false},
 		{"queue out of range", func() error { return queue.SetTarget(2 * time.Minute) }, queue.Target, 0.01, true},
+		{"queue back to learned", func() error { return queue.SetTarget(0) }, queue.Target, 0.1, false},
+		{"memory", func() error { return mem.SetTarget(0.7) }, mem.Target, 0.7, false},
+		{"memory out of range", func() error { return mem.SetTarget(1.5) }, mem.Target, 0.7, true},
+		{"gc_cpu", func() error { return gc.SetTarget(0.4) }, gc.Target, 0.4, false},
+		{"gc_cpu zero", func() error { return gc.SetTarget(0) }, gc.Target, 0.4, true},
+		{"open_files", func() error { return files.SetTarget(0.9) }, files.Target, 0.9, false},
+		{"open_files out of range", func() error { return files.SetTarget(-1) }, files.Target, 0.9, true},
 	} {
 		err := tc.set()
 		if (err != nil) != tc.wantErr {
@@ -37,10 +45,36 @@ func TestSetTarget(t *testing.T) {
 	}
 }
 
+// TestSetTargetFixesTheQueueTarget: a target set while the signal runs
+// replaces the learned one for good.
+func TestSetTargetFixesTheQueueTarget(t *testing.T) {
+	q := NewQueueDelay(WithQueueCPU(func() float64 { return 0.5 }))
+	q.SampleAt(t0)
+	for i := 1; i <= 10; i++ {
+		for range 500 {
+			q.Observe(0)
+		}
+		q.SampleAt(t0.Add(time.Duration(i) * 100 * time.Millisecond))
+	}
+	if got := q.Target(); got != 0.01 {
+		t.Fatalf("learned target %v; want 0.01 (100 × 0.1 ms of CPU per request)", got)
+	}
+	if err := q.SetTarget(7 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	q.SampleAt(t0.Add(1100 * time.Millisecond))
+	if got := q.Target(); got != 0.007 {
+		t.Errorf("target %v after SetTarget(7ms) and a sample; want 0.007", got)
+	}
+	if err := q.SetTarget(0); err != nil || q.Target() != 0.01 {
+		t.Errorf("SetTarget(0) = %v, target %v; want the learned 0.01 back", err, q.Target())
+	}
+}
+
 // TestSetTargetConcurrent changes a target while it is read (run with
 // -race).
 func TestSetTargetConcurrent(t *testing.T) {
-	q := NewQueueDelay()
+	q := NewQueueDelay(WithQueueTarget(5 * time.Millisecond))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

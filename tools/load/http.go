@@ -154,14 +154,16 @@ func NewHTTP(h HTTP) (*HTTP, error) {
 	if h.Retries < 0 || h.Retries > 10 {
 		return nil, fmt.Errorf("load: %d retries, want 0 … 10", h.Retries)
 	}
-	if _, err := http.NewRequest(h.Method, h.URL, nil); err != nil {
+	target, err := http.NewRequest(h.Method, h.URL, nil)
+	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
 	var rt http.RoundTripper = CountAttempts(NewTransport())
 	switch h.Client {
 	case ClientNone, ClientNaive:
 	case ClientLevee:
-		rt = leveehttp.NewTransport(rt)
+		// The target is the levee host: it gets the tenant id too.
+		rt = leveehttp.NewTransport(rt, leveehttp.WithHosts(target.URL.Host))
 	default:
 		return nil, fmt.Errorf("load: unknown client model %q (want none, naive or levee)", h.Client)
 	}
