@@ -29,7 +29,7 @@ func TestAllocs(t *testing.T) {
 	ctl := admit.New()
 	ctl.Step(time.Now()) // the coarse clock, as Run keeps it
 	s := NewServer(ctl)
-	sq := NewServer(ctl, WithQueueDelay(pressure.NewQueueDelay()))
+	sq := NewServer(ctl, WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency()))
 	tag := &stats.RPCTagInfo{FullMethodName: echoMethod}
 	md := metadata.Pairs("levee-criticality", "SHEDDABLE_PLUS", ":authority", "x")
 	base := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4}})
@@ -65,7 +65,7 @@ func TestAllocs(t *testing.T) {
 			_, _ = s.UnaryServerInterceptor(ctx, "x", info, handler)
 			tapTicket(ctx).release(nil) // as the reaper would: keep the list short
 		}},
-		{"tap+stats+interceptor", 3, func() {
+		{"tap+signals+interceptor", 3, func() {
 			ctx, _ := sq.InHandle(stream, tinfo)
 			ctx = sq.StatsHandler().TagRPC(ctx, tag)
 			_, _ = sq.UnaryServerInterceptor(ctx, "x", info, handler)

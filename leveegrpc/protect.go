@@ -127,6 +127,9 @@ func Protect(ctx context.Context, opts ...ProtectOption) (*Protected, error) {
 	if q := hp.Signals().Queue; q != nil {
 		sopts = append(sopts, WithQueueDelay(q))
 	}
+	if c := hp.Signals().Concurrency; c != nil {
+		sopts = append(sopts, WithConcurrency(c))
+	}
 	p.server = NewServer(hp.Controller(), append(sopts, pc.server...)...)
 	server.Store(p.server)
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // recorder is a QueueObserver keeping what it observed.
@@ -100,5 +101,45 @@ func TestQueueDelayStamps(t *testing.T) {
 	}
 	if got := q.take(); len(got) != 0 || len(problems) != 1 || problems[0] != ProblemNoStatsHandler {
 		t.Errorf("without the stats handler: observed %v, problems %v; want none, [%s]", got, problems, ProblemNoStatsHandler)
+	}
+}
+
+// TestConcurrencySignal checks what the Server reports to the concurrency
+// signal, however the call was admitted: a unary call is in flight while
+// its handler runs and not after; a stream only until its first message.
+func TestConcurrencySignal(t *testing.T) {
+	for _, inst := range []install{interceptorsOnly, tapAndInterceptors} {
+		t.Run(inst.String(), func(t *testing.T) {
+			c := pressure.NewConcurrency()
+			s := NewServer(admit.New(), WithConcurrency(c))
+			inside := make(chan int, 1)
+			impl := &echoImpl{
+				unary:     func(ctx context.Context, in string) (string, error) { inside <- c.InFlight(); return in, nil },
+				chatStart: func(ctx context.Context) { inside <- c.InFlight() },
+			}
+			target, dopt := startServer(t, bufNet, impl, inst.options(s)...)
+			cc := dial(t, target, dopt)
+			if _, err := callEcho(context.Background(), cc, "x"); err != nil {
+				t.Fatal(err)
+			}
+			if in, after := <-inside, c.InFlight(); in != 1 || after != 0 {
+				t.Errorf("unary: in flight inside the handler %d, after %d; want 1, 0", in, after)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cs, err := cc.NewStream(ctx, chatDesc, chatMethod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.SendMsg(wrapperspb.String("m")); err != nil {
+				t.Fatal(err)
+			}
+			if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+				t.Fatal(err)
+			}
+			if in, open := <-inside, c.InFlight(); in != 1 || open != 0 {
+				t.Errorf("stream: in flight before its first message %d, open after it %d; want 1, 0", in, open)
+			}
+		})
 	}
 }

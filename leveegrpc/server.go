@@ -20,6 +20,7 @@ import (
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // Server applies admission control to a gRPC server: install its InHandle
@@ -34,6 +35,7 @@ type Server struct {
 	exempt   func(method string) bool
 	load     bool
 	queue    QueueObserver
+	conc     *pressure.Concurrency
 	report   func(problem, detail string)
 	checked  atomic.Bool // the first call was checked for misuse
 	inflight atomic.Int64
@@ -242,11 +244,13 @@ func (s *Server) InFlight() int64 { return s.inflight.Load() }
 // it does whenever a stream ends. A ticket holds that channel, not the
 // context, so that the reaper keeps no stream's context graph alive.
 type ticket struct {
-	s     *Server
-	t     admit.Ticket
-	state atomic.Int32 // tapHeld, claimed or released
-	done  <-chan struct{}
-	next  *ticket // reaper lists
+	s      *Server
+	t      admit.Ticket
+	state  atomic.Int32 // tapHeld, claimed or released
+	done   <-chan struct{}
+	next   *ticket        // reaper lists
+	cs     pressure.Start // in the handler, for WithConcurrency
+	stream bool           // a stream's: dropped from the concurrency signal
 }
 
 // A ticket's owner: the tap's (the reaper may release it), an
@@ -264,6 +268,7 @@ func (t *ticket) claim() bool { return t.state.CompareAndSwap(tapHeld, claimed) 
 // release ends the ticket with err, once, whoever owns it.
 func (t *ticket) release(err error) {
 	if t.state.Swap(released) != released {
+		t.s.endInHandler(t.cs, t.stream)
 		t.t.Done(err)
 		t.s.inflight.Add(-1)
 	}
@@ -544,7 +549,9 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 	if l := t.DegradeLevel(); l != 0 {
 		ctx = degrade.WithLevel(ctx, l)
 	}
+	cs := s.startInHandler(ctx)
 	defer func() {
+		s.endInHandler(cs, false)
 		t.Done(err)
 		s.inflight.Add(-1)
 		err = s.finish(ctx, err, nil)
@@ -626,7 +633,44 @@ func (s *Server) hold(ctx context.Context, tk *ticket, ss grpc.ServerStream) err
 		tk.release(err)
 		return s.refuse(ctx, err, ss)
 	}
+	tk.stream = ss != nil
+	tk.cs = s.startInHandler(ctx)
 	return nil
+}
+
+// WithConcurrency reports each admitted call's time in its handler to c,
+// the concurrency signal (pressure.Concurrency), which sees calls waiting
+// inside handlers (a dependency's pool, a lock): StartAt once the call
+// leaves the run queue, with the time left to its deadline, DoneAt when a
+// unary handler returns; a stream is dropped at its first message (its
+// length is its caller's). Default: none; Protect sets its set's.
+func WithConcurrency(c *pressure.Concurrency) Option {
+	return func(s *Server) { s.conc = c }
+}
+
+// startInHandler starts a call's in-handler time (the zero Start without
+// WithConcurrency).
+func (s *Server) startInHandler(ctx context.Context) pressure.Start {
+	if s.conc == nil {
+		return pressure.Start{}
+	}
+	now := time.Now()
+	var budget time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		budget = dl.Sub(now)
+	}
+	return s.conc.StartAt(now, budget)
+}
+
+// endInHandler ends it: DoneAt, or Drop for a stream.
+func (s *Server) endInHandler(cs pressure.Start, stream bool) {
+	switch {
+	case s.conc == nil:
+	case stream:
+		s.conc.Drop(cs)
+	default:
+		s.conc.DoneAt(cs, time.Now(), 0)
+	}
 }
 
 var errEndedEarly = status.Error(codes.Canceled, "leveegrpc: the call ended before its handler started")

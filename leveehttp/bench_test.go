@@ -10,6 +10,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 )
 
@@ -66,6 +67,7 @@ func benchCases() []benchCase {
 	return []benchCase{
 		{"bare", okHandler, plain},
 		{"accept-mux", NewHandler(mux, routed), plain},
+		{"accept-signals", NewHandler(okHandler, admit.New(), WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency())), plain},
 		{"accept-router", NewHandler(okHandler, routed, WithRouter(router)), headers},
 		{"accept", NewHandler(okHandler, admit.New()), plain},
 		{"accept-headers", NewHandler(okHandler, admit.New(), trust), headers},
@@ -120,6 +122,7 @@ func TestHandlerAllocs(t *testing.T) {
 	want := map[string]float64{
 		"bare":           0,
 		"accept-mux":     3,
+		"accept-signals": 3,
 		"accept-router":  7,
 		"accept":         4,
 		"accept-headers": 8,

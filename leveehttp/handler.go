@@ -17,6 +17,7 @@ import (
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // Header names of levee's wire protocol (see the package documentation).
@@ -106,6 +107,7 @@ type handlerConfig struct {
 	report     func(problem, detail string)
 	loadHeader func() bool
 	queue      QueueObserver
+	conc       *pressure.Concurrency
 	rand       func() uint64
 	now        func() time.Time
 	names      *HeaderNames
@@ -395,14 +397,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if l := ticket.DegradeLevel(); l > 0 {
 		ctx = degrade.WithLevel(ctx, l)
 	}
+	r2 := r.WithContext(ctx)
+	if c := h.cfg.conc; c != nil {
+		st.startInHandler(c, r2)
+	}
 	defer func() {
 		if !st.finished {
 			// next panicked: report a failure and let net/http recover.
+			st.endInHandler()
 			h.done(&st.ticket, errServerError)
 		}
 	}()
-	h.next.ServeHTTP(&st.rw, r.WithContext(ctx))
+	h.next.ServeHTTP(&st.rw, r2)
 	st.finished = true
+	st.endInHandler()
 	conn.done()
 	h.done(&st.ticket, st.outcome())
 }
@@ -471,6 +479,9 @@ type state struct {
 	parent   context.Context
 	conn     *stampConn // nil without Listener
 	route    string     // see Route
+	// inHandler is the request's time in the handler for the concurrency
+	// signal (WithConcurrency); see startInHandler.
+	inHandler inHandler
 	rw       recorder
 	ticket   admit.Ticket
 	finished bool
@@ -553,6 +564,7 @@ func (rw *recorder) Unwrap() http.ResponseWriter { return rw.w }
 
 // Flush implements http.Flusher when the underlying writer can flush.
 func (rw *recorder) Flush() {
+	rw.st.streamed()
 	if rw.status == 0 {
 		rw.WriteHeader(http.StatusOK)
 	}
@@ -564,5 +576,6 @@ func (rw *recorder) Flush() {
 // stamps are turned off.
 func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	rw.st.conn.stop()
+	rw.st.streamed()
 	return http.NewResponseController(rw.w).Hijack()
 }

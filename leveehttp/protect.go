@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,13 +181,15 @@ type Protected struct {
 //
 // It reads the configuration (WithConfigFile, WithConfig; default
 // config.Default() under the LEVEE_* environment), builds the signals
-// (signals.*), the degradation controller (degrade.*) and the admission
+// (pressure.Default while the signals section is the default one, with
+// the queue-delay target it learns; otherwise the signals and targets
+// signals.* sets), the degradation controller (degrade.*) and the admission
 // controller (admit.*, the signals, route names from Route), and starts
 // them with the configuration's reload loop: nothing is left for the
 // caller to start. Requests go through a Handler that follows the
 // configuration's http section as it reloads (WithRouter: trusted
 // networks, health paths, route rules; http.load_header), feeds the
-// queue-delay signal and names routes (the ServeMux pattern when next is
+// queue-delay and concurrency signals and names routes (the ServeMux pattern when next is
 // a ServeMux). Levee's own pages are served outside admission control:
 // the status page at http.status_path (default /levee/status, JSON at
 // …/status.json), the metrics at http.metrics_path (default /metrics) and,
@@ -220,7 +223,7 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		return nil, err
 	}
 	cfg := rl.Current()
-	set, err := cfg.Signals.Set()
+	set, err := signalSet(cfg.Signals)
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +257,9 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 	}
 	if set.Queue != nil {
 		hopts = append(hopts, WithQueueDelay(set.Queue))
+	}
+	if set.Concurrency != nil {
+		hopts = append(hopts, WithConcurrency(set.Concurrency))
 	}
 	p.handler = NewHandler(next, p.ctl, append(hopts, pc.handler...)...)
 
@@ -346,6 +352,17 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		}
 	})
 	return p, nil
+}
+
+// signalSet builds the signals the section asks for: pressure.Default
+// (every signal, the queue-delay target learned) when it is the default
+// one, and the section's own set (the signals it enables, with the
+// targets it fixes) otherwise.
+func signalSet(s config.Signals) (*pressure.Set, error) {
+	if reflect.DeepEqual(s, config.Default().Signals) {
+		return pressure.Default()
+	}
+	return s.Set()
 }
 
 // reloader returns the configuration's Reloader as the options say.
