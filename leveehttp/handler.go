@@ -475,16 +475,16 @@ func (h *Handler) loadHeader() []string {
 // the context handed to next (answering stateKey) and, through rw, the
 // ResponseWriter.
 type state struct {
-	h        *Handler
-	parent   context.Context
-	conn     *stampConn // nil without Listener
-	route    string     // see Route
+	h      *Handler
+	parent context.Context
+	conn   *stampConn // nil without Listener
+	route  string     // see Route
 	// inHandler is the request's time in the handler for the concurrency
 	// signal (WithConcurrency); see startInHandler.
 	inHandler inHandler
-	rw       recorder
-	ticket   admit.Ticket
-	finished bool
+	rw        recorder
+	ticket    admit.Ticket
+	finished  bool
 	// explicit is the error given to Error, if any.
 	explicit error
 	// downstream is the first levee rejection a Transport got for a call made
