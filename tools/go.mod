@@ -12,9 +12,12 @@ require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/levee-dev/levee v0.0.0-00010101000000-000000000000
 	github.com/levee-dev/levee/fleet v0.0.0-00010101000000-000000000000
+	github.com/levee-dev/levee/leveegrpc v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -33,8 +36,9 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
 
 replace github.com/levee-dev/levee/leveegrpc => ../leveegrpc
