@@ -21,9 +21,10 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-// protectLoopback protects h with opts, serves it on a loopback port and
-// returns the base URL; Close runs at cleanup.
-func protectLoopback(t *testing.T, ctx context.Context, h http.Handler, opts ...ProtectOption) (*Protected, string) {
+// serveProtected protects h with opts (quiet, defaults without the
+// environment first) and serves it on a loopback port: the base URL, and
+// the channel Serve's error arrives on.
+func serveProtected(t *testing.T, ctx context.Context, h http.Handler, opts ...ProtectOption) (*Protected, string, chan error) {
 	t.Helper()
 	p, err := Protect(ctx, h, append([]ProtectOption{WithLogger(quiet), WithConfig(config.Default(), config.WithEnv(nil))}, opts...)...)
 	if err != nil {
@@ -35,13 +36,20 @@ func protectLoopback(t *testing.T, ctx context.Context, h http.Handler, opts ...
 	}
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ln) }()
+	return p, "http://" + ln.Addr().String(), served
+}
+
+// protectLoopback is serveProtected with Close at cleanup.
+func protectLoopback(t *testing.T, ctx context.Context, h http.Handler, opts ...ProtectOption) (*Protected, string) {
+	t.Helper()
+	p, base, served := serveProtected(t, ctx, h, opts...)
 	t.Cleanup(func() {
 		p.Close()
 		if err := <-served; err != http.ErrServerClosed {
 			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
 		}
 	})
-	return p, "http://" + ln.Addr().String()
+	return p, base
 }
 
 // leveeGoroutines returns the stacks of goroutines running levee code
@@ -108,17 +116,7 @@ func TestProtectServesAndCloses(t *testing.T) {
 				route = Route(r.Context())
 				fmt.Fprint(w, "item ", r.PathValue("id"))
 			})
-			p, err := Protect(ctx, mux, WithLogger(quiet), WithConfig(config.Default(), config.WithEnv(nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			served := make(chan error, 1)
-			go func() { served <- p.Serve(ln) }()
-			base := "http://" + ln.Addr().String()
+			p, base, served := serveProtected(t, ctx, mux)
 
 			// An expired budget is refused for the application, never for
 			// levee's own pages or probes.

@@ -218,19 +218,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	return &Result{Config: cfg, Load: lr, Server: rep, Backend: b.Ready}, nil
 }
 
-// Run converts both sides into a run of levee's report schema (see
-// loopback.Result.Run): the generator's phases and series, the backend as
-// the run's one instance, the share of handler runs wasted.
+// Run converts both sides into a run of levee's report schema, as the
+// HTTP lab does (loopback.Result.Run): the generator's phases and series,
+// the backend as the run's one instance, the share of handler runs wasted.
 func (r *Result) Run() report.Run {
-	run := r.Load.Run()
-	run.Name = r.Config.Name
-	run.Protection = r.Config.Protection
-	run.Client = "naive"
-	in, is := r.Server.Instance("grpc-backend", r.Load.Start)
-	run.Instances = []report.Instance{in}
-	run.Series.Instances = []report.InstanceSeries{is}
-	run.WastedWorkShare = r.Server.WastedWorkShare()
-	return run
+	lr := loopback.Result{
+		Config: loopback.Config{Name: r.Config.Name, Protection: r.Config.Protection, Client: loopback.Naive},
+		Load:   r.Load,
+		Server: r.Server,
+	}
+	return lr.Run("")
 }
 
 // Capacity measures the bare backend's closed-loop peak: workers callers
