@@ -28,7 +28,8 @@ func spin(d time.Duration) {
 // lightly loaded, then at 3× capacity open-loop with CPU-bound handlers
 // that ignore cancellation. The queue-delay signal reads 0 with no
 // traffic and stays far below its target under light load; under
-// overload it moves, and the run queue's gauges leave 0.
+// overload it moves, and the run queue's gauges (running, waiting) leave
+// 0: the tap's calls go through it.
 //
 //	go test -tags realtime -count=1 -run TestOverloadSignals -v ./leveegrpc/
 func TestOverloadSignals(t *testing.T) {
@@ -109,10 +110,12 @@ func TestOverloadSignals(t *testing.T) {
 	wg.Wait()
 	t.Logf("3× overload (%.0f/s): queue delay peak %.1f ms; run queue peaks: running %d, waiting %d, bound %d",
 		rate, peakQueue*1e3, peakRunning, peakWaiting, peakBound)
-	if peakQueue <= light || peakQueue < target/5 {
-		t.Errorf("queue delay under overload peaked at %.3f ms, want it to move (light load %.3f ms)", peakQueue*1e3, light*1e3)
+	// Moving: a queue of milliseconds where light load left a fraction of
+	// one. (How far it goes depends on how fast the other signals shed.)
+	if peakQueue < max(0.001, 10*light) {
+		t.Errorf("queue delay under overload peaked at %.3f ms, want it to move: ≥ 1 ms and ≥ 10× light load's %.3f ms", peakQueue*1e3, light*1e3)
 	}
-	if peakRunning == 0 || peakBound == 0 {
-		t.Errorf("run queue under overload: running %d, bound %d; want both above 0", peakRunning, peakBound)
+	if peakRunning == 0 && peakWaiting == 0 {
+		t.Errorf("run queue under overload: running %d, waiting %d (bound %d); want its gauges above 0", peakRunning, peakWaiting, peakBound)
 	}
 }
