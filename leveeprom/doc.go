@@ -87,29 +87,7 @@
 //	levee_retries_total                                    counter  retries attempted (granted)
 //	levee_retries_denied_total                             counter  retries denied by the budget
 //
-// levee's proxy (ProxyCollector, reading proxy.Handler.Status; per backend
-// address, per route name):
-//
-//	levee_proxy_backend_in_flight{backend}                    gauge    requests in flight
-//	levee_proxy_backend_capacity{backend}                     gauge    in flight allowed now (limit × slow-start weight)
-//	levee_proxy_backend_limit{backend}                        gauge    adaptive concurrency limit
-//	levee_proxy_backend_weight_ratio{backend}                 gauge    slow-start share of the limit
-//	levee_proxy_backend_load_ratio{backend}                   gauge    last Levee-Load, faded with age
-//	levee_proxy_backend_baseline_seconds{backend}             gauge    learned no-queue latency
-//	levee_proxy_backend_state{backend,state}                  gauge    1 for serving, slow_start, probing, ejected, capped
-//	levee_proxy_backend_ejections{backend}                    gauge    consecutive ejections
-//	levee_proxy_backend_consecutive_failures{backend}         gauge    failed attempts in a row
-//	levee_proxy_backend_throttle_reject_probability{backend,criticality} gauge
-//	levee_proxy_backend_attempts_total{backend,outcome}       counter  answered, overloaded, failed, unreached
-//	levee_proxy_backend_retries_total{backend}                counter  attempts that were retries
-//	levee_proxy_backend_resets_total{backend}                 counter  responses cut while streaming
-//	levee_proxy_requests_total{route,class}                   counter  answered, by status class
-//	levee_proxy_edge_shed_total{route}                        counter  rejected by the edge's controller
-//	levee_proxy_answers_total{route,kind}                     counter  the proxy's own answers (Levee-Proxy-Error)
-//	levee_proxy_retries_total{route}                          counter  retries to another backend
-//	levee_proxy_request_duration_seconds{route}               histogram
-//	levee_proxy_waiting, levee_proxy_ejected, levee_proxy_max_ejected, levee_proxy_draining          gauges
-//	levee_proxy_retry_budget_{requests,retries,refused}_total                                         counters
+// levee's proxy exports its own metrics with package proxy/proxyprom.
 //
 // Units are base units (seconds, ratios in 0..1), counters end in _total.
 // Label values are bounded: 4 criticalities, 3 or 4 reasons, the signals
@@ -117,8 +95,7 @@
 // Tenants never appear as labels. Several controllers in one process are
 // told apart with WithConstLabels.
 //
-// The names, units, help texts and label names (the proxy's aside: they
-// include a histogram, which the table does not have) are defined once, in
+// The names, units, help texts and label names are defined once, in
 // levee's internal/instrument table, which leveeotel uses too: an
 // OpenTelemetry pipeline gets the same instruments, and after
 // OpenTelemetry's standard Prometheus translation the same names.

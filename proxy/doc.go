@@ -92,8 +92,8 @@
 // backends drain. Drain makes the readiness probe fail before a graceful
 // stop. Status reports every backend (state, in flight, capacity, limit,
 // weight, load, baseline, ejections, throttle, outcomes) and route; the
-// status page serves it as JSON or text; leveeprom.NewProxyCollector
-// exports it. Ejections, returns, restarts, discovery and reloads are
+// status page serves it as JSON or text; proxyprom.NewCollector exports
+// it. Ejections, returns, restarts, discovery and reloads are
 // logged with log/slog.
 //
 // # Cost
@@ -109,5 +109,5 @@
 // tools → commands; imports point down only, checked by .ci/layers),
 // proxy is an adapter beside leveehttp: it uses the standard library, the
 // policies (retry, throttle; admit through leveehttp), config and
-// leveehttp, and leveeprom exports it.
+// leveehttp, and proxy/proxyprom exports it.
 package proxy

@@ -14,7 +14,7 @@ import (
 )
 
 // Status is a snapshot of the proxy: its backends, routes, queue and own
-// answers. The status page serves it as JSON; leveeprom exports it.
+// answers. The status page serves it as JSON; proxyprom exports it.
 type Status struct {
 	At       time.Time `json:"at"`
 	Draining bool      `json:"draining"`

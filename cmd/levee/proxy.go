@@ -19,6 +19,7 @@ import (
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/leveeprom"
 	"github.com/levee-dev/levee/proxy"
+	"github.com/levee-dev/levee/proxy/proxyprom"
 )
 
 type proxyCmd struct {
@@ -95,7 +96,7 @@ func (c *proxyCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	reg.MustRegister(events, leveeprom.NewAdmitCollector(ctl), leveeprom.NewProxyCollector(h),
+	reg.MustRegister(events, leveeprom.NewAdmitCollector(ctl), proxyprom.NewCollector(h),
 		leveeprom.NewConfigCollector(rl, admin))
 	targets := []config.Target{config.ApplySignals(set), config.ApplyDegrade(deg), router}
 	if a, ok := any(ctl).(config.Admission); ok {

@@ -1,4 +1,4 @@
-package leveeprom_test
+package proxyprom_test
 
 import (
 	"io"
@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/levee-dev/levee/leveeprom"
 	"github.com/levee-dev/levee/proxy"
+	"github.com/levee-dev/levee/proxy/proxyprom"
 )
 
 type okBackend struct{}
@@ -21,7 +21,7 @@ func (okBackend) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok")), Request: r}, nil
 }
 
-func TestProxyCollector(t *testing.T) {
+func TestCollector(t *testing.T) {
 	cfg := proxy.DefaultConfig()
 	cfg.Backends.Static = []proxy.Endpoint{{Address: "10.0.0.1:80"}, {Address: "10.0.0.2:80"}}
 	h, err := proxy.New(cfg, proxy.WithTransport(func(string) http.RoundTripper { return okBackend{} }),
@@ -32,7 +32,7 @@ func TestProxyCollector(t *testing.T) {
 	for range 3 {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
 	}
-	c := leveeprom.NewProxyCollector(h)
+	c := proxyprom.NewCollector(h)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {

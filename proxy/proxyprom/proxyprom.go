@@ -1,4 +1,4 @@
-package leveeprom
+package proxyprom
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -6,7 +6,7 @@ import (
 	"github.com/levee-dev/levee/proxy"
 )
 
-// ProxyCollector exports a levee proxy (proxy.Handler): per backend its
+// Collector exports a levee proxy (proxy.Handler): per backend its
 // load, limit, capacity, state and the outcomes of the attempts sent to
 // it; per route the statuses answered, the edge's and the proxy's own
 // rejections, retries and latency; and the queue, the ejections and the
@@ -15,7 +15,7 @@ import (
 // (bounded by the backend set; a removed backend disappears once drained);
 // route values are the configuration's route names (at most 256). It is
 // safe for concurrent use.
-type ProxyCollector struct {
+type Collector struct {
 	h *proxy.Handler
 
 	inFlight, capacity, limit, weight, load, baseline *prometheus.Desc
@@ -30,16 +30,32 @@ type ProxyCollector struct {
 // proxyStates are the values of levee_proxy_backend_state's state label.
 var proxyStates = []string{"serving", "slow_start", "probing", "ejected", "capped", "draining"}
 
-// NewProxyCollector returns a collector for h; register it on your own
+// Option configures NewCollector.
+type Option func(*prometheus.Labels)
+
+// WithConstLabels adds fixed labels to every metric, to tell several
+// proxies on one Registerer apart. Default none. They must not be the
+// collector's own label names (backend, state, criticality, outcome,
+// route, class, kind): registration fails if they are.
+func WithConstLabels(l prometheus.Labels) Option {
+	return func(dst *prometheus.Labels) { *dst = l }
+}
+
+// NewCollector returns a collector for h; register it on your own
 // prometheus.Registerer:
 //
-//	reg.MustRegister(leveeprom.NewProxyCollector(h))
-func NewProxyCollector(h *proxy.Handler, opts ...Option) *ProxyCollector {
-	cl := newConfig(opts).constLabels
+//	reg.MustRegister(proxyprom.NewCollector(h))
+func NewCollector(h *proxy.Handler, opts ...Option) *Collector {
+	var cl prometheus.Labels
+	for _, o := range opts {
+		if o != nil {
+			o(&cl)
+		}
+	}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, cl)
 	}
-	return &ProxyCollector{
+	return &Collector{
 		h:         h,
 		inFlight:  d("levee_proxy_backend_in_flight", "Requests in flight to the backend.", "backend"),
 		capacity:  d("levee_proxy_backend_capacity", "Requests the backend may have in flight now: its limit times its slow-start weight; 0 out of rotation.", "backend"),
@@ -72,7 +88,7 @@ func NewProxyCollector(h *proxy.Handler, opts ...Option) *ProxyCollector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.inFlight, c.capacity, c.limit, c.weight, c.load, c.baseline, c.state, c.ejections, c.failures,
 		c.throttleP, c.attempts, c.retries, c.resets, c.requests, c.edgeShed, c.answers, c.routeRetries,
@@ -83,7 +99,7 @@ func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.h.Status()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
