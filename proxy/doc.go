@@ -18,15 +18,15 @@
 //  1. The proxy's own paths (probes, the status page, and what WithExempt
 //     mounts: metrics, levee's status page, the admin endpoint) are served
 //     outside admission: never shed.
-//  2. The edge rules (Edge; config.Router with EdgeFrom) classify the
-//     request: a route name, and for an untrusted caller the criticality
-//     and tenant its route gives it (it may still ask for less, never for
-//     more than CRITICAL). Trusted networks keep their levee headers.
-//  3. The edge's leveehttp.Handler admits it through the proxy's own
-//     admit.Controller (WithController): the proxy's resources, quotas per
-//     tenant, deadlines from Levee-Timeout-Ms, grpc-timeout and
-//     X-Envoy-Expected-Rq-Timeout-Ms.
-//  4. The balancer takes a slot on a backend: power of two choices among
+//  2. The edge's leveehttp.Handler applies the configuration's route
+//     rules (WithRouter, leveehttp.WithRouter's one rule): a route name,
+//     and for an untrusted caller the criticality and tenant its route
+//     gives it (it may still ask for less, never for more than CRITICAL);
+//     trusted networks keep their levee headers. It admits the request
+//     through the proxy's own admit.Controller (WithController): the
+//     proxy's resources, quotas per tenant, deadlines from
+//     Levee-Timeout-Ms, grpc-timeout and X-Envoy-Expected-Rq-Timeout-Ms.
+//  3. The balancer takes a slot on a backend: power of two choices among
 //     the backends in rotation with a free slot; the lower in-flight ÷
 //     capacity × (1 + load) wins. A backend's capacity is its adaptive
 //     limit times its slow-start weight; its load is its last Levee-Load,
@@ -34,19 +34,19 @@
 //     queue served by criticality, then arrival; the queue sheds the lowest
 //     criticality first (503 overloaded with Retry-After), at once for a
 //     newcomer that could not be served within its wait.
-//  5. The backend's adaptive throttle (package throttle, K = 2) may refuse
+//  4. The backend's adaptive throttle (package throttle, K = 2) may refuse
 //     it locally; the proxy then tries another backend once.
-//  6. It is sent with levee's headers: criticality, tenant, attempt, and
+//  5. It is sent with levee's headers: criticality, tenant, attempt, and
 //     the caller's time left minus a margin in every timeout header the
 //     caller used. The body streams: the first retry.buffer_bytes are kept
 //     so that an idempotent request can be sent again, never more.
-//  7. The answer is judged: Levee-Load is read (and removed); a 503 or a
+//  6. The answer is judged: Levee-Load is read (and removed); a 503 or a
 //     504, or no response headers in time, is overload (the limit backs
 //     off, the throttle counts a rejection, nothing counts towards
 //     ejection); a refused or reset connection, a 500 or a 502 is a
 //     failure (towards ejection); anything else is an answer and a latency
 //     sample.
-//  8. Retries go to another backend, never the same one twice in a row,
+//  7. Retries go to another backend, never the same one twice in a row,
 //     only for an idempotent request (or one that provably never left:
 //     connection refused), only after a connection failure, a reset or a
 //     503 without no-retry, within the retry budget (10% + 60/min). When

@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
@@ -224,20 +224,26 @@ func TestRetryBody(t *testing.T) {
 
 // TestEdgeHeaders: the backend hears the edge's verdict and the time left
 // minus the margin; an untrusted caller cannot raise itself above CRITICAL
-// nor name its tenant; a trusted one keeps its headers; a route rule sets
-// an untrusted caller's criticality and tenant.
+// nor name its tenant; a trusted network keeps its headers; a route rule
+// sets an untrusted caller's criticality and tenant.
 func TestEdgeHeaders(t *testing.T) {
+	trusted := config.Default()
+	n, _ := config.ParseNetwork("192.0.2.0/24") // httptest's RemoteAddr
+	trusted.HTTP.TrustedNetworks = []config.Network{n}
+	ruled := config.Default()
+	ruled.HTTP.Routes = []config.Route{{Name: "api", Path: "/r", Criticality: "CRITICAL_PLUS", TenantHeader: "X-Api-Key"}}
 	tests := []struct {
 		name       string
-		edge       Edge
+		router     *config.Router
 		hdr        http.Header
 		wantCrit   string
 		wantTenant string
+		wantRoute  string
 	}{
-		{"untrusted asks CRITICAL_PLUS: capped", nil, http.Header{wire.Criticality: {"CRITICAL_PLUS"}, wire.Tenant: {"acme"}}, "CRITICAL", "192.0.2.0/24"},
-		{"untrusted asks SHEDDABLE: kept", nil, http.Header{wire.Criticality: {"SHEDDABLE"}}, "SHEDDABLE", "192.0.2.0/24"},
-		{"trusted keeps its headers", testEdge{trusted: true}, http.Header{wire.Criticality: {"CRITICAL_PLUS"}, wire.Tenant: {"acme"}}, "CRITICAL_PLUS", "acme"},
-		{"route rule for an untrusted caller", testEdge{crit: levee.CriticalPlus, tenant: "key-1"}, http.Header{wire.Tenant: {"acme"}}, "CRITICAL_PLUS", "key-1"},
+		{"untrusted asks CRITICAL_PLUS: capped", nil, http.Header{wire.Criticality: {"CRITICAL_PLUS"}, wire.Tenant: {"acme"}}, "CRITICAL", "192.0.2.0/24", "default"},
+		{"untrusted asks SHEDDABLE: kept", nil, http.Header{wire.Criticality: {"SHEDDABLE"}}, "SHEDDABLE", "192.0.2.0/24", "default"},
+		{"trusted keeps its headers", config.NewRouter(trusted), http.Header{wire.Criticality: {"CRITICAL_PLUS"}, wire.Tenant: {"acme"}}, "CRITICAL_PLUS", "acme", "default"},
+		{"route rule for an untrusted caller", config.NewRouter(ruled), http.Header{wire.Tenant: {"acme"}, "X-Api-Key": {"key-1"}}, "CRITICAL_PLUS", "key-1", "api"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,7 +252,8 @@ func TestEdgeHeaders(t *testing.T) {
 			b := &scripted{addr: "a.test:80", mu: &mu, log: &log, answer: replyOK}
 			cfg := DefaultConfig()
 			cfg.Backends.Static = []Endpoint{{Address: b.addr}}
-			h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return b }), WithEdge(tt.edge), WithLogger(slog.New(slog.DiscardHandler)))
+			h, err := New(cfg, WithTransport(func(string) http.RoundTripper { return b }), WithRouter(tt.router),
+				WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,19 +275,11 @@ func TestEdgeHeaders(t *testing.T) {
 			if !ok || ms > 490*time.Millisecond || ms < 400*time.Millisecond {
 				t.Errorf("Levee-Timeout-Ms %q, want at most 490 ms", s.timeoutMs)
 			}
+			if rs := h.Status().Routes; len(rs) != 1 || rs[0].Route != tt.wantRoute {
+				t.Errorf("routes %+v, want one, %q", rs, tt.wantRoute)
+			}
 		})
 	}
-}
-
-type testEdge struct {
-	trusted bool
-	crit    levee.Criticality
-	tenant  string
-}
-
-func (e testEdge) Trusted(*http.Request) bool { return e.trusted }
-func (e testEdge) Classify(_ *http.Request, asked levee.Criticality, has bool) (string, levee.Criticality, string) {
-	return "r", e.crit, e.tenant
 }
 
 // TestLoadHeader: a backend's Levee-Load is read and not passed on.

@@ -20,35 +20,18 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
-	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
 )
-
-// Edge decides, at the proxy's edge, who is trusted and what the route
-// rules give untrusted callers' requests. config.Router is the usual one
-// (the file's http.trusted_networks and http.routes).
-type Edge interface {
-	// Trusted reports whether r comes from a trusted caller (an upstream
-	// network of the operator's): its levee headers (criticality above
-	// CRITICAL, tenant) are kept as sent.
-	Trusted(r *http.Request) bool
-	// Classify names r's route (for metrics and admit's per-route service
-	// time; "" for none) and returns the criticality and tenant an
-	// untrusted caller's request gets: asked is what its Levee-Criticality
-	// header says (has false when absent or malformed); tenant "" leaves
-	// the default, the caller's network prefix. For a trusted caller only
-	// the route is used.
-	Classify(r *http.Request, asked levee.Criticality, has bool) (route string, c levee.Criticality, tenant string)
-}
 
 // Option configures New.
 type Option func(*options)
 
 type options struct {
 	ctl        *admit.Controller
-	edge       Edge
+	router     *config.Router
 	log        *slog.Logger
 	now        func() time.Time
 	rand       func() uint64
@@ -65,10 +48,14 @@ type options struct {
 // for the proxy's own sake (full backends still shed, see Queue).
 func WithController(ctl *admit.Controller) Option { return func(o *options) { o.ctl = ctl } }
 
-// WithEdge sets the trust and route rules. Default none: nobody is
+// WithRouter applies the configuration's http section at the edge
+// (leveehttp.WithRouter: trusted networks keep their levee headers; route
+// rules name requests and set an untrusted caller's criticality and
+// tenant), following reloads when rt is subscribed to the Reloader. Route
+// names also label the proxy's per-route metrics. Default none: nobody is
 // trusted, every request gets what it asks (at most CRITICAL) and its
 // network prefix as tenant.
-func WithEdge(e Edge) Option { return func(o *options) { o.edge = e } }
+func WithRouter(rt *config.Router) Option { return func(o *options) { o.router = rt } }
 
 // WithLogger sets the structured logger (ejections, returns, discovery,
 // reloads, drain; each proxied request at Debug). Default slog.Default().
@@ -115,8 +102,8 @@ func WithHealthPaths(paths ...string) Option {
 }
 
 // WithHandlerOptions passes options to the edge's leveehttp.Handler
-// (leveehttp.WithQueueDelay, leveehttp.WithLoadHeader, …). Trust and
-// health paths are the proxy's own and must not be set here.
+// (leveehttp.WithQueueDelay, leveehttp.WithLoadHeader, …). Give the route
+// rules with WithRouter, not here.
 func WithHandlerOptions(opts ...leveehttp.HandlerOption) Option {
 	return func(o *options) { o.handlerOps = append(o.handlerOps, opts...) }
 }
@@ -131,7 +118,7 @@ type Handler struct {
 	bal      *balancer
 	rp       *httputil.ReverseProxy
 	edge     http.Handler
-	edgeRule Edge
+	router   *config.Router
 	exempt   map[string]http.Handler
 	prefixes []string // exempt paths ending in "/"
 	ready    string   // the probe path that fails while draining
@@ -229,7 +216,7 @@ func New(cfg *Config, opts ...Option) (*Handler, error) {
 	cfg = clone(cfg)
 	h := &Handler{
 		bal:      newBalancer(o.rand),
-		edgeRule: o.edge,
+		router:   o.router,
 		log:      o.log,
 		now:      o.now,
 		rand:     o.rand,
@@ -265,12 +252,11 @@ func New(cfg *Config, opts ...Option) (*Handler, error) {
 		ErrorLog:      slog.NewLogLogger(h.log.Handler(), slog.LevelDebug),
 		BufferPool:    bufferPool{},
 	}
-	hopts := append([]leveehttp.HandlerOption{
-		// Every request reaching it carries the headers the edge rules
-		// decided (see edgeRequest).
-		leveehttp.WithTrust(func(*http.Request) bool { return true }),
-		leveehttp.WithHealthPaths(),
-	}, o.handlerOps...)
+	// The proxy serves its probes before the edge: none reaches it.
+	hopts := append([]leveehttp.HandlerOption{leveehttp.WithHealthPaths()}, o.handlerOps...)
+	if o.router != nil {
+		hopts = append(hopts, leveehttp.WithRouter(o.router))
+	}
 	h.edge = leveehttp.NewHandler(h.rp, o.ctl, hopts...)
 
 	now := h.now()
@@ -510,57 +496,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := &reqState{parent: r.Context(), w: w, start: h.now()}
-	r2, cancel := h.edgeRequest(r, st)
-	h.edge.ServeHTTP(st, r2)
-	if cancel != nil {
-		cancel()
+	route := ""
+	if h.router != nil {
+		route = h.router.Classify(r).Route
 	}
-	st.route.observe(st, h.now())
-}
-
-// edgeRequest applies the edge rules: an untrusted caller's levee headers
-// are replaced by what the rules give it (the edge's leveehttp.Handler
-// trusts what reaches it), and the request's state rides in its context.
-func (h *Handler) edgeRequest(r *http.Request, st *reqState) (*http.Request, context.CancelFunc) {
-	asked, has := wire.ParseCriticality(r.Header[wire.Criticality])
-	route, crit, tenant := "", asked, ""
-	if !has || crit.Rank() > levee.Critical.Rank() {
-		crit = levee.Critical
-	}
-	trusted := false
-	if e := h.edgeRule; e != nil {
-		trusted = e.Trusted(r)
-		route, crit, tenant = e.Classify(r, asked, has)
-		if !crit.Valid() {
-			crit = levee.Critical
-		}
-	}
-	st.trusted = trusted
 	st.route = h.routes.get(route)
 	var ctx context.Context = st
-	var cancel context.CancelFunc
 	if t := h.settings.Load().timeout; t > 0 {
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
 	}
-	r2 := r.WithContext(ctx)
-	if trusted {
-		return r2, cancel
-	}
-	_, sentTenant := r.Header[wire.Tenant]
-	ft := wire.FormatTenant(tenant)
-	if (has && asked == crit) || (!has && crit == levee.Critical) {
-		if !sentTenant && ft == "" {
-			return r2, cancel // the headers already say it
-		}
-	}
-	r2.Header = r.Header.Clone()
-	r2.Header[wire.Criticality] = wire.CriticalityValues[crit]
-	if ft != "" {
-		r2.Header[wire.Tenant] = []string{ft}
-	} else {
-		delete(r2.Header, wire.Tenant)
-	}
-	return r2, cancel
+	h.edge.ServeHTTP(st, r.WithContext(ctx))
+	st.route.observe(st, h.now())
 }
 
 // rewrite is the ReverseProxy's Rewrite: the backend is chosen per attempt
@@ -568,7 +516,7 @@ func (h *Handler) edgeRequest(r *http.Request, st *reqState) (*http.Request, con
 // X-Forwarded-For.
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "backend"
-	if st := stateFrom(pr.In.Context()); st != nil && st.trusted {
+	if h.router != nil && h.router.Trusted(pr.In) {
 		pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 	}
 	pr.SetXForwarded()

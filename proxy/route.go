@@ -19,7 +19,6 @@ type reqState struct {
 	w       http.ResponseWriter
 	start   time.Time
 	status  int
-	trusted bool
 	route   *routeStats
 	retries int
 	fwd     bool       // the forwarder ran: the edge admitted it
@@ -163,15 +162,4 @@ func (t *routeTable) get(name string) *routeStats {
 	next[name] = rs
 	t.m.Store(&next)
 	return rs
-}
-
-// RouteOf returns the route name the edge rules gave the request whose
-// context is ctx ("default" when no rule matched), or "" outside the
-// proxy. Pass it to admit.WithRoute so that the edge's controller learns
-// service times per route. It does not allocate.
-func RouteOf(ctx context.Context) string {
-	if st := stateFrom(ctx); st != nil && st.route != nil {
-		return st.route.name
-	}
-	return ""
 }

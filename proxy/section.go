@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"net/http"
-
-	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/config"
 )
 
@@ -30,21 +27,6 @@ func FromConfig(cfg *config.Config) *Config {
 // file (the configuration loader calls it).
 func (c *Config) Validate(v *config.Validator) {
 	c.check(func(field, msg string) { v.Errorf(field, "%s", msg) })
-}
-
-// EdgeFrom returns the Edge of levee's configuration: r's trusted
-// networks (http.trusted_networks) and route rules (http.routes), with
-// config.Class.For's rule for an untrusted caller's criticality. r follows
-// reloads when it is subscribed to the Reloader.
-func EdgeFrom(r *config.Router) Edge { return routerEdge{r} }
-
-type routerEdge struct{ r *config.Router }
-
-func (e routerEdge) Trusted(req *http.Request) bool { return e.r.Trusted(req) }
-
-func (e routerEdge) Classify(req *http.Request, asked levee.Criticality, has bool) (string, levee.Criticality, string) {
-	c := e.r.Classify(req)
-	return c.Route, c.For(asked, has), c.Tenant
 }
 
 // ConfigTarget returns the config.Target that puts each reloaded

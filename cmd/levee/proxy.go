@@ -62,12 +62,12 @@ func (c *proxyCmd) Run(e *env) error {
 	events := leveeprom.NewEventCollector()
 	ctl := admit.New(append(cfg.Admit.Options(),
 		admit.WithSignals(set.Signals()...), admit.WithDegrade(deg), admit.WithRunQueue(0),
-		admit.WithRoute(proxy.RouteOf), admit.WithLogger(log), admit.WithObserver(events.Observe))...)
+		admit.WithRoute(leveehttp.Route), admit.WithLogger(log), admit.WithObserver(events.Observe))...)
 	router := config.NewRouter(cfg)
 
 	reg := prometheus.NewRegistry()
 	opts := []proxy.Option{
-		proxy.WithController(ctl), proxy.WithEdge(proxy.EdgeFrom(router)), proxy.WithLogger(log),
+		proxy.WithController(ctl), proxy.WithRouter(router), proxy.WithLogger(log),
 		proxy.WithHealthPaths(cfg.HTTP.HealthPaths...),
 		proxy.WithHandlerOptions(leveehttp.WithLoadHeader(cfg.HTTP.LoadHeader)),
 	}

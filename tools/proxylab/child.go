@@ -149,7 +149,7 @@ func (c *Child) handler(ctx context.Context) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
-		ctl := admit.New(admit.WithSignals(set.Signals()...), admit.WithRunQueue(0), admit.WithRoute(proxy.RouteOf))
+		ctl := admit.New(admit.WithSignals(set.Signals()...), admit.WithRunQueue(0), admit.WithRoute(leveehttp.Route))
 		h, err := proxy.New(cfg, proxy.WithLogger(log), proxy.WithController(ctl),
 			proxy.WithHandlerOptions(leveehttp.WithQueueDelay(set.Queue)))
 		if err != nil {
