@@ -82,6 +82,20 @@
 // waits that are too long. Snapshot, the observer and the logger
 // report state changes; nothing is logged per request.
 //
+// A Step is a sequence of stages, each a type in its own file that owns
+// its state and has inputs and outputs a table test names (the model is
+// CockroachDB's admission package):
+//
+//	meter.go       counters → rates; a jump or a flood taken at once
+//	retryshare.go  the share of retries; "don't retry" with hysteresis
+//	               (then package degrade steps its level)
+//	law.go         the control law, a pure step: capacity, episodes, aim
+//	episode.go     episode lengths → Retry-After
+//	runbound.go    the run queue's bound
+//	tenants.go     tenant samples → heavy hitters, fair share → plan.go,
+//	               the order of sacrifice as a published plan
+//	snapshot.go    Snapshot, events, logging
+//
 // Time is a parameter everywhere: AdmitAt, Ticket.DoneAt and Step take the
 // time, so a simulator drives the same code on virtual time and the same
 // seed (WithSeed) gives the same decisions. Admit and Run are the real-time

@@ -65,10 +65,24 @@ func TestBuildPlanTenants(t *testing.T) {
 	if res.level != 0 {
 		t.Errorf("ladder level %v, want 0", res.level)
 	}
-	k := abuser.Key
+	// The abuser's cut is taken from the rank it sends (CRITICAL) only:
+	// its entry must shed none of its requests at the other ranks, and a
+	// tenant that is not listed is shed nowhere.
 	for r := range levee.NumCriticalities {
-		if res.p.shed(k+1, r, 1, 0) && r != levee.Critical.Rank() {
-			t.Errorf("abuser shed at rank %d", r)
+		if r == levee.Critical.Rank() {
+			continue
+		}
+		abuserShed, otherShed := 0, 0
+		for i := range 10000 {
+			if res.p.shed(abuser.Key, r, uint64(i), 0) {
+				abuserShed++
+			}
+			if res.p.shed(0x1234_0000_0000_0000, r, uint64(i), 0) {
+				otherShed++
+			}
+		}
+		if abuserShed != 0 || otherShed != 0 {
+			t.Errorf("rank %d: abuser shed %d/10000, an unlisted tenant %d/10000; want 0 and 0", r, abuserShed, otherShed)
 		}
 	}
 	n, shed := 100000, 0

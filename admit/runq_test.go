@@ -246,7 +246,7 @@ func TestRunLimitLearned(t *testing.T) {
 		for i := 201; i <= 400; i++ {
 			c.Step(t0.Add(time.Duration(i) * c.cfg.period))
 		}
-		if b, floor := c.runBound(), c.runFloor; b != floor {
+		if b, floor := c.runBound(), c.run.floor; b != floor {
 			t.Errorf("load %v: bound %v with nothing running, want the floor %v", load, b, floor)
 		}
 	}

@@ -1,0 +1,33 @@
+package admit
+
+// retryShare measures the share of arrivals that are retries
+// (levee.Call.Attempt ≥ 1), smoothed over retryTau, and decides with
+// hysteresis whether overload rejections say "don't retry": above twice
+// the default retry budget ratio retries are already amplifying the load,
+// and a rejected caller's retry would only add to it.
+type retryShare struct {
+	prev    uint64  // retried count at the previous step
+	retries float64 // retried arrivals per second, smoothed
+	total   float64 // all arrivals per second, smoothed alike
+	noRetry bool
+}
+
+// step closes a period of sec seconds in which the cumulative retried
+// count reached retried and arrivals came at arrived per second. It
+// returns the share and whether rejections say no-retry.
+func (s *retryShare) step(retried uint64, arrived, sec float64) (share float64, noRetry bool) {
+	a := alpha(sec, retryTau)
+	s.retries += a * (float64(retried-s.prev)/sec - s.retries)
+	s.total += a * (arrived - s.total)
+	s.prev = retried
+	if s.total > 0 {
+		share = s.retries / s.total
+	}
+	switch {
+	case share > noRetryOn:
+		s.noRetry = true
+	case share < noRetryOff:
+		s.noRetry = false
+	}
+	return share, s.noRetry
+}
