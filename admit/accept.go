@@ -40,23 +40,29 @@ const (
 // quota, and Overloaded when the request falls in the part being shed.
 //
 // Admit reads the coarse clock that Run and every 16th Admit refresh
-// (to within 10 ms when idle) instead of calling time.Now; without Run it calls
-// time.Now. It takes no lock and does not allocate. While Run is active,
-// one Admit in 16 reads the clock itself and, when Run's timer has fallen
-// more than two periods behind (a saturated process), runs the control
-// step in its place (see Run).
+// (to within 10 ms when idle) instead of reading the clock itself. It takes
+// no lock and does not allocate. While Run is active, one Admit in 16
+// reads the clock itself and, when Run's timer has fallen more than two
+// periods behind (a saturated process), runs the control step in its place
+// (see Run). Without Run (never started, or its ctx done) every Admit
+// reads the clock, and when no Step has run for a period, one Admit runs
+// it: a Controller that nobody steps still protects, and says once
+// in the log (WithLogger, else slog.Default) that Run is missing. A plan
+// that no Step has refreshed for planLife (four periods) is no longer
+// applied: nothing is shed on stale information.
 func (c *Controller) Admit(ctx context.Context) (Ticket, error) {
 	now := c.clock.Load()
 	if now == 0 {
-		now = time.Now().UnixNano()
+		now = c.unrun()
 	}
-	return c.admit(ctx, now, true)
+	return c.admit(ctx, now, 0, true)
 }
 
 // AdmitAt is Admit at the given time, for virtual time. Pair it with
-// Ticket.DoneAt.
+// Ticket.DoneAt and Step.
 func (c *Controller) AdmitAt(ctx context.Context, now time.Time) (Ticket, error) {
-	return c.admit(ctx, now.UnixNano(), false)
+	off := c.offset.Load()
+	return c.admit(ctx, int64(now.Sub(c.origin))+off, off, false)
 }
 
 // Odd multipliers giving independent-looking Weyl sequences for the
@@ -66,7 +72,9 @@ const (
 	serviceMul = 0xAEF17502108EF2D9
 )
 
-func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, error) {
+// admit decides at now (the controller's scale, which includes off for an
+// explicit time) whether to admit.
+func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Ticket, error) {
 	call := levee.CallFrom(ctx)
 	cr := call.Criticality
 	if !cr.Valid() {
@@ -88,13 +96,16 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 		route = fairq.Hash(c.seed, c.routeFn(ctx))
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		left := dl.UnixNano() - now
+		left := int64(dl.Sub(c.origin)) + off - now
 		if left <= 0 || left < c.routes.serviceTime(route) {
 			c.rejected[cr][levee.Deadline].Add(1)
 			return Ticket{}, c.errDeadline
 		}
 	}
 	p := c.plan.Load()
+	if p != nil && now > p.until {
+		p = nil // not refreshed for planLife: shed nothing on stale information
+	}
 	var key uint64
 	if call.Tenant != "" {
 		sampled := (n*tenantMul)>>(64-c.sampleShift.Load()) == 0
@@ -121,7 +132,7 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 	if (n*serviceMul)>>(64-serviceShift) == 0 {
 		if real {
 			t.flags |= ticketReal
-			t.start = time.Now().UnixNano()
+			t.start = c.clk.now()
 		} else {
 			t.start = now
 		}
@@ -140,7 +151,7 @@ func (t *Ticket) Done(err error) {
 	var now int64
 	if t.start != 0 {
 		if t.flags&ticketReal != 0 {
-			now = time.Now().UnixNano()
+			now = t.c.clk.now()
 		} else {
 			now = t.start // a virtual-time ticket finished in real time: learn nothing
 		}
@@ -153,7 +164,7 @@ func (t *Ticket) DoneAt(now time.Time, err error) {
 	if t.c == nil || t.flags&ticketDone != 0 {
 		return
 	}
-	t.finish(now.UnixNano(), err)
+	t.finish(t.c.mono(now), err)
 }
 
 func (t *Ticket) finish(now int64, err error) {
@@ -213,7 +224,7 @@ func (t *Ticket) Wait(ctx context.Context) error {
 		return nil
 	}
 	cr := levee.Criticality((t.flags & ticketCritM) >> ticketCrit)
-	ok, timedOut := q.wait(ctx, time.Now().UnixNano())
+	ok, timedOut := q.wait(ctx, c.clk.now())
 	if !ok {
 		t.flags |= ticketDone
 		if timedOut {
@@ -224,9 +235,9 @@ func (t *Ticket) Wait(ctx context.Context) error {
 		return c.errDeadline
 	}
 	t.flags |= ticketSlot
-	now := time.Now().UnixNano()
+	now := c.clk.now()
 	if dl, has := ctx.Deadline(); has {
-		if left := dl.UnixNano() - now; left <= 0 || left < c.routes.serviceTime(t.route) {
+		if left := int64(dl.Sub(c.origin)) - now; left <= 0 || left < c.routes.serviceTime(t.route) {
 			t.flags = t.flags&^ticketSlot | ticketDone
 			q.release()
 			c.rejected[cr][levee.Deadline].Add(1)

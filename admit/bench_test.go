@@ -64,14 +64,29 @@ func overloaded(tb testing.TB) *admit.Controller {
 	return ctl
 }
 
+// running starts ctl's Run, as a server does (Admit then reads the coarse
+// clock Run refreshes), until the benchmark ends. Benchmarks give their
+// controllers a period of an hour: Run's first Step sets the state, its
+// clock ticker runs, and no later Step reacts to the benchmark's own
+// millions of arrivals a second (a flood to the controller).
+func running(b *testing.B, ctl *admit.Controller) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ctl.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for ctl.Snapshot().Time.IsZero() {
+		time.Sleep(time.Millisecond) // Run's first Step
+	}
+}
+
 // BenchmarkAdmit: Admit, Ticket.Wait and Ticket.Done, as the adapters call
-// them. "accept" is a server below half its targets (the run queue off);
-// "accept-busy" one at 0.9 of its targets (not shedding; the run queue
-// counts its slots).
+// them, on a controller driven by Run. "accept" is a server below half its
+// targets (the run queue off); "accept-busy" one at 0.9 of its targets
+// (not shedding; the run queue counts its slots).
 func BenchmarkAdmit(b *testing.B) {
 	accept := func(b *testing.B, load float64, parallel bool) {
-		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)))
-		ctl.Step(time.Now())
+		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)), admit.WithPeriod(time.Hour))
+		running(b, ctl)
 		ctx := acceptCtx(b, levee.Critical)
 		one := func() {
 			t, err := ctl.Admit(ctx)
@@ -124,12 +139,14 @@ func BenchmarkTimeNow(b *testing.B) {
 }
 
 func TestAdmitDoesNotAllocate(t *testing.T) {
-	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+	// A period of an hour: Admit does not step these controllers while the
+	// test runs (it would, a period after the last Step, without Run).
+	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)), admit.WithPeriod(time.Hour))
 	accept.Step(time.Now())
-	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)))
+	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)), admit.WithPeriod(time.Hour))
 	busy.Step(time.Now())
 	shed := overloaded(t)
-	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }))
+	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }), admit.WithPeriod(time.Hour))
 	tests := []struct {
 		name string
 		ctl  *admit.Controller

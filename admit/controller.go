@@ -46,6 +46,7 @@ const (
 	clockTick      = 10 * time.Millisecond
 	lateClockEvery = 16 // while Run is active, one Admit in this many reads the clock
 	lateSteps      = 2  // ... and steps when the last Step is this many periods old
+	planLife       = 4  // a plan not refreshed for this many periods is not applied
 	serviceShift   = 6  // one ticket in 2^serviceShift measures its service time
 	minSampleShift = 3  // at most one request in 8 is sampled for tenant accounting
 	ringTarget     = fairq.RingSize / 2
@@ -80,8 +81,8 @@ type Controller struct {
 	// Read by every Admit.
 	plan        atomic.Pointer[plan]
 	overErr     [levee.NumCriticalities]atomic.Pointer[levee.RejectedError]
-	clock       atomic.Int64 // coarse unix ns, refreshed by Run and Step
-	stepped     atomic.Int64 // unix ns of the last Step
+	clock       atomic.Int64 // coarse clock (ns since origin) while Run is active, else 0
+	stepped     atomic.Int64 // ns since origin of the last Step
 	running     atomic.Bool  // Run is refreshing the clock and stepping
 	stepping    atomic.Bool  // an Admit is running a late step
 	sampleShift atomic.Uint32
@@ -93,6 +94,10 @@ type Controller struct {
 	quotas      map[string]*quotaState
 	deg         *degrade.Controller
 	cfg         config
+	origin      time.Time    // 0 of the controller's time scale (monotonic)
+	clk         clock        // the real-time path's clock
+	offset      atomic.Int64 // added to explicit times after a Step back in time
+	unrunOnce   sync.Once
 
 	// Written by Admit and Done.
 	arrivals   [levee.NumCriticalities]counter
@@ -111,7 +116,8 @@ type Controller struct {
 
 	// Control state, owned by Step under mu: one field per stage.
 	mu       sync.Mutex
-	last     int64 // ns of the last Step; 0 before the first
+	last     int64 // the last Step (the controller's scale)
+	hasLast  bool
 	meter    meter
 	retry    retryShare
 	law      law
@@ -144,7 +150,10 @@ func New(opts ...Option) *Controller {
 		tenants:     newTenants(),
 		episodes:    newEpisodes(),
 		errDeadline: &levee.RejectedError{Reason: levee.Deadline, NoRetry: true},
+		origin:      time.Now(),
 	}
+	c.clk = monoClock{c.origin}
+	c.stepped.Store(c.clk.now()) // a new controller is as fresh as a stepped one
 	if len(cfg.quotas) > 0 {
 		c.quotas = make(map[string]*quotaState, len(cfg.quotas))
 		for _, q := range cfg.quotas {
@@ -191,28 +200,38 @@ func (c *Controller) publishErrors() {
 // Step runs one control period ending at now: it reads the signals and the
 // counters, steps the degradation controller, steers the admitted rate and
 // publishes the shedding plan and the rejection errors. Call it every
-// period (Run does) with a non-decreasing now; virtual time is fine.
+// period (Run does); virtual time is fine. A now that is not after the
+// previous Step's (a wall clock stepped back) is taken as one period
+// later, and later times are measured from there.
 func (c *Controller) Step(now time.Time) {
-	events := c.step(now)
-	for _, e := range events {
+	for _, e := range c.stepAt(now, 0, true) {
 		c.emit(e)
 	}
 }
 
-func (c *Controller) step(t time.Time) []Event {
+// stepAt runs the period ending at t: an explicit time (Step) converted to
+// the controller's scale here, or, when !explicit, the instant now of that
+// scale read from the real clock, with t = timeAt(now) for the
+// degradation controller and reports.
+func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := t.UnixNano()
-	c.clock.Store(now)
+	if explicit {
+		now = c.mono(t)
+		if c.hasLast && now < c.last {
+			c.offset.Add(c.last - now + int64(c.cfg.period))
+			now = c.mono(t)
+		}
+	}
 	c.stepped.Store(now)
 	dt := now - c.last
-	if c.last == 0 {
+	if !c.hasLast {
 		dt = int64(c.cfg.period)
 	}
 	if dt <= 0 {
 		return nil
 	}
-	c.last = now
+	c.last, c.hasLast = now, true
 	sec := time.Duration(dt).Seconds()
 
 	load := c.readSignals()
@@ -252,6 +271,9 @@ func (c *Controller) step(t time.Time) []Event {
 	res, fair := c.tenants.plan(planIn{shed: lo.shed, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
 		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived})
 	c.snapped = res.snapped
+	if res.p != nil {
+		res.p.until = now + planLife*int64(c.cfg.period)
+	}
 	c.plan.Store(res.p)
 
 	noRetryChanged := c.publish(ra, noRetry)
@@ -302,7 +324,8 @@ func (c *Controller) publish(ra time.Duration, noRetry bool) (changed bool) {
 
 // Run calls Step every period with the real time and refreshes the coarse
 // clock Admit reads every 10 ms, until ctx is done. Run one Run per
-// Controller.
+// Controller. Every interval is measured on the monotonic clock: a
+// wall-clock step changes nothing.
 //
 // A saturated process runs timer goroutines late (behind the runnable
 // handlers in Go's run queue, or behind other processes for a core): that
@@ -311,26 +334,34 @@ func (c *Controller) publish(ra time.Duration, noRetry bool) (changed bool) {
 // more than lateSteps periods old that Admit samples the signals that can
 // be sampled (a SampleAt(time.Time) method, as package pressure's have)
 // and runs the Step itself: control follows the requests, not the timers.
+// When Run is not active (never started, or ctx done), Admit reads the
+// clock itself and steps the same way (see Admit).
 func (c *Controller) Run(ctx context.Context) {
 	step := time.NewTicker(c.cfg.period)
 	defer step.Stop()
 	tick := time.NewTicker(clockTick)
 	defer tick.Stop()
+	now := c.clk.now()
+	c.clock.Store(now)
 	c.running.Store(true)
-	defer c.running.Store(false)
-	c.Step(time.Now())
+	defer func() {
+		c.running.Store(false)
+		c.clock.Store(0)
+	}()
+	c.stepReal(now, false)
 	for {
 		select {
 		case <-ctx.Done():
-			c.clock.Store(0)
 			return
-		case now := <-tick.C:
-			c.clock.Store(now.UnixNano())
-		case now := <-step.C:
+		case <-tick.C:
+			c.clock.Store(c.clk.now())
+		case <-step.C:
+			now := c.clk.now()
+			c.clock.Store(now)
 			// A late step run by Admit may have just happened: a step
 			// over a sliver of a period would read noise as rates.
-			if now.UnixNano()-c.stepped.Load() >= int64(c.cfg.period)/2 {
-				c.Step(now)
+			if now-c.stepped.Load() >= int64(c.cfg.period)/2 {
+				c.stepReal(now, false)
 			}
 		}
 	}
@@ -343,18 +374,12 @@ type sampler interface{ SampleAt(time.Time) }
 // late is called by one Admit in lateClockEvery while Run is active: it
 // refreshes the clock and, if Run's timer is late, steps in its place.
 func (c *Controller) late() int64 {
-	t := time.Now()
-	now := t.UnixNano()
+	now := c.clk.now()
 	c.clock.Store(now)
 	if now-c.stepped.Load() < lateSteps*int64(c.cfg.period) || !c.stepping.CompareAndSwap(false, true) {
 		return now
 	}
-	for _, s := range c.cfg.signals {
-		if sm, ok := s.(sampler); ok {
-			sm.SampleAt(t)
-		}
-	}
-	c.Step(t)
+	c.stepReal(now, true)
 	c.stepping.Store(false)
 	return now
 }

@@ -96,8 +96,21 @@
 //	               the order of sacrifice as a published plan
 //	snapshot.go    Snapshot, events, logging
 //
+// # Time and lifecycle
+//
 // Time is a parameter everywhere: AdmitAt, Ticket.DoneAt and Step take the
 // time, so a simulator drives the same code on virtual time and the same
 // seed (WithSeed) gives the same decisions. Admit and Run are the real-time
-// shorthands.
+// shorthands. Every gate and window (deadlines, plan expiry, run-queue
+// waits, rates, episodes) is measured on one scale, nanoseconds since the
+// Controller was made, read from Go's monotonic clock on the real-time
+// path: a wall-clock step moves nothing. Explicit times are converted to
+// it (monotonically when they carry a monotonic reading, as time.Now's
+// do); a Step whose time falls before the previous one's counts as one
+// period later.
+//
+// Nothing stays in force without a Step: a plan not refreshed for four
+// periods is no longer applied, and when Run is not active (never started,
+// or its context done) Admit steps the Controller itself once a period has
+// passed without a Step, and says once in the log that Run is missing.
 package admit

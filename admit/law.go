@@ -118,7 +118,7 @@ func (s law) step(in lawIn) (law, lawOut) {
 // enter starts an overload episode.
 func (s law) enter(in lawIn) law {
 	s.shedding = true
-	s.epStart = in.now
+	s.epStart, s.lastShed = in.now, in.now
 	// A delay signal is not proportional to the admitted rate: a spike
 	// of it says "over", not by how much. Clamp as the law does.
 	base := in.admRate

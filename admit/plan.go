@@ -28,6 +28,7 @@ type plan struct {
 	// the arrivals do within the period.
 	budget     atomic.Int64
 	budgetRank int
+	until      int64 // the plan is not applied after this (the controller's scale)
 	all        [levee.NumCriticalities]bool
 	thr        [levee.NumCriticalities]uint64 // reject if weyl(n) < thr
 	hasTenants bool

@@ -29,7 +29,9 @@ func newGCRA(l Limit) *gcra {
 	if iv <= 0 {
 		iv = 1
 	}
-	return &gcra{interval: iv, tau: int64(burst-1) * iv}
+	g := &gcra{interval: iv, tau: int64(burst-1) * iv}
+	g.tat.Store(math.MinInt64 / 2) // long ago on any time scale: the bucket starts full
+	return g
 }
 
 // take consumes a token at now (ns) or returns how long until one is

@@ -220,8 +220,8 @@ func (c *Controller) runBound() float64 { return float64(c.runq.limit.Load()) }
 func TestRunLimitLearned(t *testing.T) {
 	for _, load := range []float64{0.6, 0.9} {
 		sig := &constSignal{v: 0.8 * load, target: 0.8}
-		c := New(WithSignals(sig))
-		t0 := time.Unix(1_700_000_000, 0)
+		c, clk := withFakeClock(WithSignals(sig))
+		t0 := c.timeAt(clk.now())
 		if c.runq.on() {
 			t.Fatal("run queue on before the first Step")
 		}
@@ -256,8 +256,8 @@ func TestRunLimitLearned(t *testing.T) {
 // run queue is off: a ticket takes no slot and nothing is counted.
 func TestRunQueueOffWhenIdle(t *testing.T) {
 	sig := &constSignal{v: 0.48, target: 0.8}
-	c := New(WithSignals(sig))
-	t0 := time.Unix(1_700_000_000, 0)
+	c, clk := withFakeClock(WithSignals(sig))
+	t0 := c.timeAt(clk.now())
 	c.Step(t0)
 	busy := holdTickets(t, c, 3)
 	if r := c.runq.running.Load(); r != 3 {
@@ -286,8 +286,8 @@ func TestRunQueueOffWhenIdle(t *testing.T) {
 // needs more requests in flight): it grows by a quarter a period.
 func TestRunLimitGrowsWithRoom(t *testing.T) {
 	sig := &constSignal{v: 0.48, target: 0.8} // load 0.6 < 0.8
-	c := New(WithSignals(sig), WithRunQueue(time.Hour))
-	t0 := time.Unix(1_700_000_000, 0)
+	c, clk := withFakeClock(WithSignals(sig), WithRunQueue(time.Hour))
+	t0 := c.timeAt(clk.now())
 	c.Step(t0)
 	ts := holdTickets(t, c, 2)
 	for i := 1; i <= 100; i++ {
@@ -321,7 +321,7 @@ func TestRunLimitGrowsWithRoom(t *testing.T) {
 }
 
 func TestTicketWaitRejections(t *testing.T) {
-	c := New(WithRunQueue(time.Second))
+	c, clk := withFakeClock(WithRunQueue(time.Second))
 	c.runq.limit.Store(1)
 	held := holdTickets(t, c, 1)
 
@@ -346,7 +346,8 @@ func TestTicketWaitRejections(t *testing.T) {
 	for c.runq.waiting.Load() == 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
-	c.Step(time.Now().Add(2 * time.Second))
+	clk.advance(2 * time.Second)
+	c.stepReal(clk.now(), false)
 	err = <-got
 	if !errors.As(err, &rej) || rej.Reason != levee.Overloaded {
 		t.Fatalf("waiter past the longest wait: %v, want an Overloaded rejection", err)
@@ -362,7 +363,7 @@ func TestTicketWaitRejections(t *testing.T) {
 }
 
 func TestWaitFastPathDoesNotAllocate(t *testing.T) {
-	c := New(WithRunQueue(time.Second))
+	c, _ := withFakeClock(WithRunQueue(time.Second))
 	c.runq.limit.Store(4) // bounded, with room
 	ctx := levee.WithCall(context.Background(), levee.Call{Criticality: levee.Critical, Tenant: "t"})
 	got := testing.AllocsPerRun(1000, func() {
@@ -381,7 +382,7 @@ func TestWaitFastPathDoesNotAllocate(t *testing.T) {
 }
 
 func TestRunQueueOff(t *testing.T) {
-	c := New(WithRunQueue(0))
+	c, _ := withFakeClock(WithRunQueue(0))
 	c.runq.limit.Store(0) // would block everything if it applied
 	tk, _ := c.Admit(context.Background())
 	if err := tk.Wait(context.Background()); err != nil {
@@ -391,9 +392,9 @@ func TestRunQueueOff(t *testing.T) {
 }
 
 func TestRunBoundFixed(t *testing.T) {
-	c := New(WithRunBound(2)) // no signals: never busy, yet bounded
+	c, clk := withFakeClock(WithRunBound(2)) // no signals: never busy, yet bounded
 	held := holdTickets(t, c, 2)
-	c.Step(time.Unix(1_700_000_000, 0))
+	c.stepReal(clk.now(), false)
 	if b := c.runBound(); b != 2 {
 		t.Fatalf("bound %v, want the fixed 2", b)
 	}
