@@ -27,7 +27,7 @@ func (g *sampledGauge) set(v float64)      { g.v.Store(math.Float64bits(v)) }
 func (g *sampledGauge) sampleCount() int64 { return g.samples.Load() }
 
 // lastStep returns the time of the last Step on the controller's scale.
-func (c *Controller) lastStep() int64     { return c.stepped.Load() }
+func (c *Controller) lastStep() int64       { return c.stepped.Load() }
 func (c *Controller) pretendRunning(b bool) { c.running.Store(b) }
 
 // fakeClock is a monotonic clock a test advances by hand.
