@@ -79,10 +79,20 @@ func WithPeriod(d time.Duration) Option {
 }
 
 // WithRoute sets the function that names a request's route (for example the
-// HTTP pattern or the gRPC method). Service time is learned per route in a
-// bounded table; requests whose time left is below their route's service
-// time are rejected with Reason Deadline. The function is called on the
-// accept path and should not allocate. Default: every request is one route.
+// HTTP pattern or the gRPC method). The function is called on the accept
+// path and should not allocate. Default: every request is one route.
+//
+// Service time is learned per route, in a table of 64 routes (a new route
+// takes a free slot or one silent for a minute; beyond that it is not
+// checked), from successful tickets only, from the start of service
+// (Admit, the end of Ticket.Wait, or Ticket.Start) to Done, never from
+// tickets marked Ticket.Exclude. What is learned is the 10th percentile,
+// which one sample moves by at most 2% up or 17% down. A request is
+// refused with Reason Deadline ("cannot meet") only on strong evidence:
+// its time left is below that 10th percentile, backed by at least 16
+// samples (10 s half-life), the latest less than 5 s old. Evidence that is
+// not renewed lapses, and one refused request in 16 is admitted and
+// measured as a probe, so a wrong estimate heals within seconds.
 func WithRoute(f func(ctx context.Context) string) Option {
 	return func(c *config) { c.route = f }
 }

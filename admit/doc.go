@@ -64,8 +64,10 @@
 // listed tenant), the preallocated rejection errors (their RetryAfter and
 // NoRetry) and the tenant sampling ratio. It counts arrivals per
 // criticality with one atomic add, checks the context and the deadline
-// against the route's learned service time (a bounded, lock-free table
-// filled by Ticket.Done from one ticket in 64), checks the tenant's quota (a
+// against the route's learned service time (a bounded, lock-free table of
+// low quantiles filled by Ticket.Done from one ticket in 64; see
+// WithRoute for when a deadline counts as one that cannot be met), checks
+// the tenant's quota (a
 // lock-free GCRA bucket, for tenants named with WithQuota), samples one
 // request in 8 or fewer into a lock-free ring for tenant accounting, and
 // applies the plan: a counter-based (Weyl sequence) fraction per rank and
