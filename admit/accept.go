@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/levee-dev/levee"
@@ -67,6 +68,26 @@ func (c *Controller) AdmitAt(ctx context.Context, now time.Time) (Ticket, error)
 	return c.admit(ctx, int64(now.Sub(c.origin))+off, off, false)
 }
 
+// prefixKeys returns the keys of the prefixes of addr that may be grouped
+// (see WithPeerGroups), 0 for the others.
+func (c *Controller) prefixKeys(addr netip.Addr) (l1, l2 uint64) {
+	l1, l2 = fairq.PrefixKeys(c.seed, addr)
+	g := c.cfg.groups
+	if addr.Unmap().Is4() {
+		if g&GroupIPv4 == 0 {
+			l1 = 0
+		}
+		return l1, 0
+	}
+	if g&GroupIPv6Site == 0 {
+		l1 = 0
+	}
+	if g&GroupIPv6ISP == 0 || l1 == 0 {
+		l2 = 0
+	}
+	return l1, l2
+}
+
 // Odd multipliers giving independent-looking Weyl sequences for the
 // samplers (the shedding fractions use the golden ratio).
 const (
@@ -116,14 +137,25 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 	if p != nil && now > p.until {
 		p = nil // not refreshed for planLife: shed nothing on stale information
 	}
-	var key uint64
+	var key, l1, l2 uint64
 	if call.Tenant != "" {
 		sampled := (n*tenantMul)>>(64-c.sampleShift.Load()) == 0
-		if sampled || (p != nil && p.hasTenants) || c.quotas != nil {
+		listing := p != nil && p.hasTenants
+		if sampled || listing || c.quotas != nil {
 			key = fairq.Key(fairq.Hash(c.seed, call.Tenant))
 		}
+		if (sampled || listing) && call.Peer.IsValid() && c.cfg.groups != 0 {
+			l1, l2 = c.prefixKeys(call.Peer)
+		}
 		if sampled {
-			c.ring.Add(fairq.Sample(key, int(cr)))
+			switch {
+			case l2 != 0:
+				c.ring.Add3(fairq.ParentsSample(key, int(cr)), fairq.ParentSample(l1, 1, int(cr)), fairq.ParentSample(l2, 2, int(cr)))
+			case l1 != 0:
+				c.ring.Add2(fairq.ParentsSample(key, int(cr)), fairq.ParentSample(l1, 1, int(cr)))
+			default:
+				c.ring.Add(fairq.Sample(key, int(cr)))
+			}
 		}
 		if c.quotas != nil {
 			if q := c.quotas[call.Tenant]; q != nil {
@@ -134,7 +166,7 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 			}
 		}
 	}
-	if p != nil && p.shed(key, cr.Rank(), n, c.off) {
+	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now) {
 		c.rejected[cr][levee.Overloaded].Add(1)
 		return Ticket{}, c.overErr[cr].Load()
 	}

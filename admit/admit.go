@@ -29,6 +29,7 @@ type config struct {
 	logger   *slog.Logger
 	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
 	runBound int           // fixed bound; ≤ 0: learned
+	groups   PeerGroups
 }
 
 type tenantQuota struct {
@@ -171,6 +172,43 @@ func WithRunBound(n int) Option {
 	return func(c *config) { c.runBound = n }
 }
 
+// PeerGroups says which address prefixes may count as one tenant (see
+// WithPeerGroups).
+type PeerGroups uint8
+
+// Prefix groups.
+const (
+	// GroupIPv6Site groups the IPv6 /64s of one /48: one site, one
+	// customer of an ISP. On by default.
+	GroupIPv6Site PeerGroups = 1 << iota
+	// GroupIPv6ISP also groups the /48s of one /32, an ISP's allocation.
+	GroupIPv6ISP
+	// GroupIPv4 groups the IPv4 /24s of one /16.
+	GroupIPv4
+	// DefaultPeerGroups is what New uses: sites only.
+	DefaultPeerGroups = GroupIPv6Site
+)
+
+// WithPeerGroups sets which prefixes of untrusted callers' addresses
+// (levee.Call.Peer) may count as one tenant. A prefix is grouped only when
+// its tenants together send more than the fair share computed with it
+// counted as one (hierarchical heavy hitters), so that a caller spread over
+// many addresses of one network is one tenant, not thousands that shrink
+// everyone's fair share. The default, DefaultPeerGroups, groups IPv6 /64s
+// into their /48. An ISP's allocation (IPv6 /32, IPv4 /16) holds thousands
+// of honest small tenants that together easily send more than one fair
+// share: GroupIPv6ISP and GroupIPv4 group those too, for services whose
+// callers are organisations rather than consumers. 0 groups nothing.
+// GroupIPv6ISP implies GroupIPv6Site.
+func WithPeerGroups(g PeerGroups) Option {
+	return func(c *config) {
+		if g&GroupIPv6ISP != 0 {
+			g |= GroupIPv6Site
+		}
+		c.groups = g
+	}
+}
+
 // WithLogger sets the logger state changes are logged to, once each, never
 // per request. Default: no logging.
 func WithLogger(l *slog.Logger) Option {
@@ -232,11 +270,14 @@ type Snapshot struct {
 	OfferedRPS float64
 	// FairShareRPS is the per-tenant fair share (capacity ÷ active tenants)
 	// and ActiveTenants the estimated number of tenants seen over the last
-	// 5–10 s.
+	// 5–10 s, a grouped prefix counting as one (see WithPeerGroups);
+	// TenantGroups is the number of prefixes grouped.
 	FairShareRPS  float64
 	ActiveTenants int
-	// TenantShedRPS is the part of the shed rate taken from tenants far
-	// above their fair share.
+	TenantGroups  int
+	// TenantShedRPS is the rate at which requests of tenants far above
+	// their fair share were rejected by the tenant stage in the last
+	// period: measured, not planned.
 	TenantShedRPS float64
 	// CallerGone counts tickets finished with a context error (the caller
 	// gave up while the work ran).

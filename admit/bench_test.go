@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"context"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,14 +153,23 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		ctl  *admit.Controller
 		crit levee.Criticality
 		ok   bool
+		peer bool // an untrusted IPv6 caller: its prefixes are sampled and looked up
 	}{
-		{"accept", accept, levee.Critical, true},
-		{"accept, busy (run queue counting)", busy, levee.Critical, true},
-		{"accept with route", route, levee.CriticalPlus, true},
-		{"reject", shed, levee.Sheddable, false},
+		{"accept", accept, levee.Critical, true, false},
+		{"accept, busy (run queue counting)", busy, levee.Critical, true, false},
+		{"accept with route", route, levee.CriticalPlus, true, false},
+		{"accept, untrusted IPv6 peer", accept, levee.Critical, true, true},
+		{"reject", shed, levee.Sheddable, false, false},
+		{"reject, untrusted IPv6 peer", shed, levee.Sheddable, false, true},
 	}
 	for _, tt := range tests {
 		ctx := acceptCtx(t, tt.crit)
+		if tt.peer {
+			call := levee.CallFrom(ctx)
+			call.Peer = netip.MustParseAddr("2001:db8:1:2::3")
+			call.Tenant = "2001:db8:1:2::/64"
+			ctx = levee.WithCall(ctx, call)
+		}
 		got := testing.AllocsPerRun(1000, func() {
 			tk, err := tt.ctl.Admit(ctx)
 			if err == nil {

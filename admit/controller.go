@@ -43,17 +43,17 @@ const (
 	// (one in lateClockEvery): a 1 ms ticker cost a one-core server about
 	// 10% of its CPU under load; under load the Admits keep the clock
 	// fresh, and when idle 10 ms is precise enough for deadlines.
-	clockTick      = 10 * time.Millisecond
-	lateClockEvery = 16 // while Run is active, one Admit in this many reads the clock
-	lateSteps      = 2  // ... and steps when the last Step is this many periods old
-	planLife       = 4  // a plan not refreshed for this many periods is not applied
-	serviceShift   = 6  // one ticket in 2^serviceShift measures its service time
-	minSampleShift = 3  // at most one request in 8 is sampled for tenant accounting
-	ringTarget     = fairq.RingSize / 2
-	lagPeriods     = 2                      // periods before a change shows in the signal
-	maxRise        = 1.1                    // the target rises at most this much a period
-	fastRise       = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
-	drainTime      = 250 * time.Millisecond // drain a flood's backlog over about this long
+	clockTick       = 10 * time.Millisecond
+	lateClockEvery  = 16                     // while Run is active, one Admit in this many reads the clock
+	lateSteps       = 2                      // ... and steps when the last Step is this many periods old
+	planLife        = 4                      // a plan not refreshed for this many periods is not applied
+	serviceShift    = 6                      // one ticket in 2^serviceShift measures its service time
+	initSampleShift = 3                      // one request in 8 is sampled for tenant accounting until the first Step
+	ringTarget      = fairq.RingSize / 8     // samples a period, at most about (Step adapts the ratio)
+	lagPeriods      = 2                      // periods before a change shows in the signal
+	maxRise         = 1.1                    // the target rises at most this much a period
+	fastRise        = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
+	drainTime       = 250 * time.Millisecond // drain a flood's backlog over about this long
 	// Arrivals jumping above floodJump × the capacity estimate start
 	// shedding before the signal shows the flood.
 	floodJump = 2.0
@@ -133,7 +133,7 @@ type Controller struct {
 // New returns a Controller configured by opts. Without WithSignals it never
 // sheds for overload; deadlines and quotas still apply.
 func New(opts ...Option) *Controller {
-	cfg := config{period: DefaultPeriod, runWait: DefaultRunWait}
+	cfg := config{period: DefaultPeriod, runWait: DefaultRunWait, groups: DefaultPeerGroups}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -147,7 +147,7 @@ func New(opts ...Option) *Controller {
 		off:         fairq.Mix(cfg.seed),
 		routeFn:     cfg.route,
 		defRoute:    fairq.Hash(cfg.seed, ""),
-		tenants:     newTenants(),
+		tenants:     newTenants(cfg.groups),
 		episodes:    newEpisodes(),
 		errDeadline: &levee.RejectedError{Reason: levee.Deadline, NoRetry: true},
 		origin:      time.Now(),
@@ -171,7 +171,7 @@ func New(opts ...Option) *Controller {
 		c.runq.limit.Store(int64(cfg.runBound))
 	}
 	c.run.floor = float64(max(4, 2*runtime.GOMAXPROCS(0)))
-	c.sampleShift.Store(minSampleShift)
+	c.sampleShift.Store(initSampleShift)
 	c.retryIdx = raIndex(defaultRecovery)
 	c.publishErrors()
 	return c
@@ -268,11 +268,14 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	for _, a := range cnt.arrivals {
 		arrived += a
 	}
+	prev := c.plan.Load()
+	c.tenants.measure(prev, sec, m.eligible*sec)
 	res, fair := c.tenants.plan(planIn{shed: lo.shed, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
 		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived})
 	c.snapped = res.snapped
 	if res.p != nil {
 		res.p.until = now + planLife*int64(c.cfg.period)
+		res.p.carry(prev)
 	}
 	c.plan.Store(res.p)
 
@@ -285,7 +288,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	return c.report.step(c, reportIn{
 		t: t, sec: sec, load: load, level: level, wasShedding: wasShedding, shedding: c.law.shedding,
 		shedLevel: res.level, admitFraction: admitFraction, share: share, capacity: lo.capacity,
-		fair: fair, offered: m.R, tenantShed: res.tenantShed, noRetryChanged: noRetryChanged,
+		fair: fair, offered: m.R, tenantShed: c.tenants.cutRate, noRetryChanged: noRetryChanged,
 	})
 }
 

@@ -42,9 +42,10 @@ type meterOut struct {
 	// checks), mix the same split between ranks by the slow shares.
 	R   float64
 	mix [levee.NumCriticalities]float64
-	// arrived and admitted are this period's rates of all arrivals and of
-	// admitted requests; admRate the admitted rate smoothed.
-	arrived, admitted, admRate float64
+	// arrived, eligible and admitted are this period's rates of all
+	// arrivals, of eligible ones and of admitted requests; admRate the
+	// admitted rate smoothed.
+	arrived, eligible, admitted, admRate float64
 	// jump: the arrival rate changed too much to be noise and was taken
 	// at once.
 	jump bool
@@ -68,6 +69,7 @@ func (m *meter) step(in meterIn) meterOut {
 		dO := rej[levee.Overloaded] - p[levee.Overloaded]
 		elig := float64(dA) - float64(dD) - float64(dQ)
 		rateNow[levee.Criticality(cr).Rank()] = max(0, elig) / sec
+		out.eligible += max(0, elig) / sec
 		out.admitted += max(0, elig-float64(dO)) / sec
 		out.arrived += float64(dA) / sec
 	}

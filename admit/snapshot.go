@@ -54,7 +54,8 @@ func (r *report) step(c *Controller, in reportIn) []Event {
 	s.RetryAfter = c.overTable[0][c.retryIdx].RetryAfter
 	s.CapacityRPS = in.capacity
 	s.FairShareRPS = in.fair
-	s.ActiveTenants = int(math.Round(c.tenants.tracker.Active()))
+	s.ActiveTenants = int(math.Round(c.tenants.units))
+	s.TenantGroups = c.tenants.nGroups
 	s.OfferedRPS = in.offered
 	s.TenantShedRPS = in.tenantShed
 	s.Routes = c.routes.routes()
