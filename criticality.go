@@ -2,6 +2,7 @@ package levee
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 )
 
@@ -48,9 +49,14 @@ var critRank = [NumCriticalities]uint8{
 	Sheddable:     0,
 }
 
-// ByRank lists the criticalities in the order levee sheds them: index 0 is
-// Sheddable (shed first), index 3 is CriticalPlus (shed last).
-var ByRank = [NumCriticalities]Criticality{Sheddable, SheddablePlus, Critical, CriticalPlus}
+// byRank: the criticality of each rank.
+var byRank = [NumCriticalities]Criticality{Sheddable, SheddablePlus, Critical, CriticalPlus}
+
+// Criticalities returns the four levels in the order levee sheds them:
+// index r holds the level whose Rank is r, Sheddable (shed first) at 0 and
+// CriticalPlus (shed last) at 3. The result is a copy; it does not
+// allocate.
+func Criticalities() [NumCriticalities]Criticality { return byRank }
 
 // Valid reports whether c is one of the four levels.
 func (c Criticality) Valid() bool { return c < NumCriticalities }
@@ -77,7 +83,7 @@ func FromRank(r int) Criticality {
 	if r >= NumCriticalities {
 		r = NumCriticalities - 1
 	}
-	return ByRank[r]
+	return byRank[r]
 }
 
 // String returns the wire name: "CRITICAL_PLUS", "CRITICAL",
@@ -85,7 +91,7 @@ func FromRank(r int) Criticality {
 // "Criticality(n)".
 func (c Criticality) String() string {
 	if !c.Valid() {
-		return "Criticality(" + itoa(int(c)) + ")"
+		return "Criticality(" + strconv.Itoa(int(c)) + ")"
 	}
 	return critNames[c]
 }
@@ -159,26 +165,4 @@ func quote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	var buf [20]byte
-	i := len(buf)
-	for n > 0 {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		buf[i] = '-'
-	}
-	return string(buf[i:])
 }

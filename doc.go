@@ -18,4 +18,12 @@
 //   - leveehttp, leveegrpc, leveeprom: adapters for net/http, gRPC and Prometheus.
 //
 // This package depends on the standard library only and holds no state.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), package levee
+// is the vocabulary at the bottom: it imports the standard library only, and
+// every other package of the toolkit, policies, adapters and tools alike,
+// speaks its types. The leaves beside it live under internal/ (the wire
+// codec, tenant accounting, cgroup readers, smoothing, the option
+// convention and the time base of the lock-free windows).
 package levee

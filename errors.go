@@ -26,7 +26,11 @@ const (
 	Throttled
 )
 
-var reasonNames = [...]string{"", "overloaded", "quota", "deadline", "throttled"}
+// NumReasons sizes arrays indexed by Reason: the four reasons and the
+// unused index 0, so a [NumReasons]T is indexed by a Reason directly.
+const NumReasons = int(Throttled) + 1
+
+var reasonNames = [NumReasons]string{"", "overloaded", "quota", "deadline", "throttled"}
 
 // String returns the lower-case wire name: "overloaded", "quota",
 // "deadline", "throttled".

@@ -33,8 +33,8 @@ func TestCriticalityOrder(t *testing.T) {
 		if got := FromRank(tt.rank); got != tt.c {
 			t.Errorf("FromRank(%d) = %v, want %v", tt.rank, got, tt.c)
 		}
-		if got := ByRank[tt.rank]; got != tt.c {
-			t.Errorf("ByRank[%d] = %v, want %v", tt.rank, got, tt.c)
+		if got := Criticalities()[tt.rank]; got != tt.c {
+			t.Errorf("Criticalities()[%d] = %v, want %v", tt.rank, got, tt.c)
 		}
 	}
 	var zero Criticality
@@ -49,6 +49,19 @@ func TestCriticalityOrder(t *testing.T) {
 	}
 	if FromRank(-3) != Sheddable || FromRank(17) != CriticalPlus {
 		t.Errorf("FromRank does not clamp")
+	}
+}
+
+// TestCriticalitiesCopy checks that no caller can change levee's order of
+// sacrifice: Criticalities returns a copy.
+func TestCriticalitiesCopy(t *testing.T) {
+	order := Criticalities()
+	order[0] = CriticalPlus
+	if got := Criticalities()[0]; got != Sheddable {
+		t.Errorf("after changing a returned copy, Criticalities()[0] = %v, want SHEDDABLE", got)
+	}
+	if got := FromRank(0); got != Sheddable {
+		t.Errorf("after changing a returned copy, FromRank(0) = %v, want SHEDDABLE", got)
 	}
 }
 
@@ -116,7 +129,7 @@ func FuzzParseCriticality(f *testing.F) {
 }
 
 func TestCriticalityText(t *testing.T) {
-	for _, c := range ByRank {
+	for _, c := range Criticalities() {
 		b, err := c.MarshalText()
 		if err != nil {
 			t.Fatal(err)

@@ -3,19 +3,19 @@ package admit
 import (
 	"context"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // DefaultPeriod is the control period used when WithPeriod is not given.
 const DefaultPeriod = 50 * time.Millisecond
 
-// NumReasons sizes arrays indexed by levee.Reason (index 0 is unused).
-const NumReasons = int(levee.Throttled) + 1
-
-// Option configures a Controller.
+// Option configures a Controller. An out-of-range value makes New panic
+// (see the package documentation).
 type Option func(*config)
 
 type config struct {
@@ -38,7 +38,8 @@ type tenantQuota struct {
 }
 
 // Limit is a token bucket: Rate tokens per second, at most Burst stored.
-// A Rate ≤ 0 means no limit. A Burst ≤ 0 means max(1, Rate).
+// Rate 0 means no limit; Burst 0 means max(1, Rate). A negative, NaN or
+// infinite value makes WithQuota panic.
 type Limit struct {
 	Rate  float64
 	Burst int
@@ -70,18 +71,17 @@ func WithSignals(s ...levee.Signal) Option {
 }
 
 // WithPeriod sets the control period at which Run calls Step. Default 50ms;
-// values ≤ 0 are ignored.
+// range [1ms, 1m]; 0 means the default.
 func WithPeriod(d time.Duration) Option {
 	return func(c *config) {
-		if d > 0 {
-			c.period = d
-		}
+		option.Set(&c.period, d, d >= time.Millisecond && d <= time.Minute, "admit", "WithPeriod", "must be in [1ms, 1m] (0 means the default, 50ms)")
 	}
 }
 
 // WithRoute sets the function that names a request's route (for example the
 // HTTP pattern or the gRPC method). The function is called on the accept
-// path and should not allocate. Default: every request is one route.
+// path and should not allocate. Default (and nil): every request is one
+// route.
 //
 // Service time is learned per route, in a table of 64 routes (a new route
 // takes a free slot or one silent for a minute; beyond that it is not
@@ -99,11 +99,14 @@ func WithRoute(f func(ctx context.Context) string) Option {
 }
 
 // WithQuota limits tenant to q. Later calls for the same tenant replace
-// earlier ones. An empty tenant name is ignored.
+// earlier ones. The tenant must not be empty, and every Rate and Burst of
+// q must be finite and ≥ 0 (see Limit).
 func WithQuota(tenant string, q Quota) Option {
 	return func(c *config) {
-		if tenant == "" {
-			return
+		option.Check(tenant != "", "admit", "WithQuota", "the tenant must not be empty", tenant, q)
+		checkLimit(tenant, q, "", Limit{q.Rate, q.Burst})
+		for cr, l := range q.ByCriticality {
+			checkLimit(tenant, q, "ByCriticality["+levee.Criticality(cr).String()+"].", l)
 		}
 		for i := range c.quotas {
 			if c.quotas[i].tenant == tenant {
@@ -115,6 +118,14 @@ func WithQuota(tenant string, q Quota) Option {
 	}
 }
 
+// checkLimit panics unless l's Rate and Burst are in range; field names l
+// within q.
+func checkLimit(tenant string, q Quota, field string, l Limit) {
+	option.Check(l.Rate >= 0 && !math.IsInf(l.Rate, 0), "admit", "WithQuota",
+		field+"Rate must be finite and ≥ 0 (0 means no limit)", tenant, q)
+	option.Check(l.Burst >= 0, "admit", "WithQuota", field+"Burst must be ≥ 0 (0 means max(1, Rate))", tenant, q)
+}
+
 // WithSeed sets the seed of the counter-based fractions that decide which
 // requests of a partly shed class are rejected. The same seed and the same
 // sequence of calls give the same decisions. Default 0.
@@ -123,7 +134,7 @@ func WithSeed(seed uint64) Option {
 }
 
 // WithDegrade sets the degradation controller the Controller steps with its
-// load. Default: degrade.New().
+// load. Default (and nil): degrade.New().
 func WithDegrade(d *degrade.Controller) Option {
 	return func(c *config) {
 		if d != nil {
@@ -135,6 +146,7 @@ func WithDegrade(d *degrade.Controller) Option {
 // WithObserver sets a function called with every state change (overload
 // start and end, degradation level change, drills, no-retry). It is called
 // from Step only, never per request, and must not call back into Step.
+// Default (and nil): none.
 func WithObserver(f func(Event)) Option {
 	return func(c *config) { c.observer = f }
 }
@@ -144,8 +156,9 @@ func WithObserver(f func(Event)) Option {
 const DefaultRunWait = 500 * time.Millisecond
 
 // WithRunQueue sets the longest time a request may wait in the run queue
-// (Ticket.Wait) before it is rejected as Overloaded; d ≤ 0 turns the run
-// queue off, and Wait then never waits. Default DefaultRunWait.
+// (Ticket.Wait) before it is rejected as Overloaded. Default
+// DefaultRunWait; range [0, 1h]; 0 turns the run queue off, and Wait then
+// never waits.
 //
 // The run queue bounds how many admitted requests run at once while the
 // server is busy (a signal at half its target or more, or shedding, or
@@ -161,15 +174,21 @@ const DefaultRunWait = 500 * time.Millisecond
 // goroutines wait behind them; with it, the excess waits parked, in
 // order, and leaves when its caller goes away.
 func WithRunQueue(d time.Duration) Option {
-	return func(c *config) { c.runWait = d }
+	return func(c *config) {
+		option.Check(d >= 0 && d <= time.Hour, "admit", "WithRunQueue", "must be in [0, 1h] (0 turns the run queue off)", d)
+		c.runWait = d
+	}
 }
 
 // WithRunBound fixes the run queue's bound at n requests running at once,
 // always on, instead of learning it: for a service that knows its shape,
-// such as CPU-bound handlers on GOMAXPROCS cores. n ≤ 0 restores the
-// learned bound (the default). It has no effect with WithRunQueue(0).
+// such as CPU-bound handlers on GOMAXPROCS cores. Range [0, 1e6]; 0 means
+// the default, the learned bound. It has no effect with WithRunQueue(0).
 func WithRunBound(n int) Option {
-	return func(c *config) { c.runBound = n }
+	return func(c *config) {
+		option.Check(n >= 0 && n <= 1e6, "admit", "WithRunBound", "must be in [0, 1e6] (0 means the learned bound)", n)
+		c.runBound = n
+	}
 }
 
 // PeerGroups says which address prefixes may count as one tenant (see
@@ -198,10 +217,13 @@ const (
 // into their /48. An ISP's allocation (IPv6 /32, IPv4 /16) holds thousands
 // of honest small tenants that together easily send more than one fair
 // share: GroupIPv6ISP and GroupIPv4 group those too, for services whose
-// callers are organisations rather than consumers. 0 groups nothing.
-// GroupIPv6ISP implies GroupIPv6Site.
+// callers are organisations rather than consumers. 0 groups nothing (an
+// exception to the zero-means-default convention: "none" is a setting);
+// GroupIPv6ISP implies GroupIPv6Site; other bits make New panic.
 func WithPeerGroups(g PeerGroups) Option {
 	return func(c *config) {
+		option.Check(g&^(GroupIPv6Site|GroupIPv6ISP|GroupIPv4) == 0, "admit", "WithPeerGroups",
+			"must combine GroupIPv6Site, GroupIPv6ISP and GroupIPv4 (0 groups nothing)", uint8(g))
 		if g&GroupIPv6ISP != 0 {
 			g |= GroupIPv6Site
 		}
@@ -210,7 +232,7 @@ func WithPeerGroups(g PeerGroups) Option {
 }
 
 // WithLogger sets the logger state changes are logged to, once each, never
-// per request. Default: no logging.
+// per request. Default (and nil): no logging.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
@@ -219,6 +241,16 @@ func WithLogger(l *slog.Logger) Option {
 type SignalState struct {
 	Name          string
 	Value, Target float64
+}
+
+// Load returns the signal's load, Value ÷ Target (1.0 = at target), or NaN
+// when it has no reading (Value NaN) or no valid target (Target ≤ 0 or
+// NaN): such a signal counts for nothing in the Controller's load.
+func (s SignalState) Load() float64 {
+	if math.IsNaN(s.Value) || !(s.Target > 0) {
+		return math.NaN()
+	}
+	return s.Value / s.Target
 }
 
 // Snapshot is the Controller's state for metrics, status pages and reports.
@@ -246,7 +278,7 @@ type Snapshot struct {
 	// levee.Criticality).
 	Admitted [levee.NumCriticalities]uint64
 	// Rejected counts rejections per criticality and levee.Reason.
-	Rejected [levee.NumCriticalities][NumReasons]uint64
+	Rejected [levee.NumCriticalities][levee.NumReasons]uint64
 	// DownstreamOverloaded counts tickets finished with a downstream
 	// *levee.RejectedError of Reason Overloaded.
 	DownstreamOverloaded uint64

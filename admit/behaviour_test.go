@@ -114,7 +114,7 @@ func TestRetryAfterFollowsRecovery(t *testing.T) {
 			p := newPlant(1000, 1)
 			ctl := admit.New(admit.WithSignals(p))
 			var srcs []*source
-			for _, cr := range levee.ByRank {
+			for _, cr := range levee.Criticalities() {
 				srcs = append(srcs, &source{ctx: critCtx(cr, ""), rate: rate})
 			}
 			s := &sim{ctl: ctl, p: p, srcs: srcs, t0: t0}
@@ -349,7 +349,7 @@ func TestDeterministicForSeed(t *testing.T) {
 		p := newPlant(1000, 9)
 		ctl := admit.New(admit.WithSignals(p), admit.WithSeed(9))
 		var srcs []*source
-		for i, cr := range levee.ByRank {
+		for i, cr := range levee.Criticalities() {
 			srcs = append(srcs, &source{ctx: critCtx(cr, fmt.Sprint("t", i)), rate: constant(800)})
 		}
 		s := &sim{ctl: ctl, p: p, srcs: srcs, t0: t0}

@@ -67,9 +67,10 @@ func overloaded(tb testing.TB) *admit.Controller {
 
 // running starts ctl's Run, as a server does (Admit then reads the coarse
 // clock Run refreshes), until the benchmark ends. Benchmarks give their
-// controllers a period of an hour: Run's first Step sets the state, its
-// clock ticker runs, and no later Step reacts to the benchmark's own
-// millions of arrivals a second (a flood to the controller).
+// controllers a period of a minute (the longest): Run's first Step sets
+// the state, its clock ticker runs, and no later Step within the
+// benchmark reacts to its own millions of arrivals a second (a flood to
+// the controller).
 func running(b *testing.B, ctl *admit.Controller) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -86,7 +87,7 @@ func running(b *testing.B, ctl *admit.Controller) {
 // (not shedding; the run queue counts its slots).
 func BenchmarkAdmit(b *testing.B) {
 	accept := func(b *testing.B, load float64, parallel bool) {
-		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)), admit.WithPeriod(time.Hour))
+		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)), admit.WithPeriod(time.Minute))
 		running(b, ctl)
 		ctx := acceptCtx(b, levee.Critical)
 		one := func() {
@@ -140,14 +141,14 @@ func BenchmarkTimeNow(b *testing.B) {
 }
 
 func TestAdmitDoesNotAllocate(t *testing.T) {
-	// A period of an hour: Admit does not step these controllers while the
+	// A period of a minute: Admit does not step these controllers while the
 	// test runs (it would, a period after the last Step, without Run).
-	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)), admit.WithPeriod(time.Hour))
+	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)), admit.WithPeriod(time.Minute))
 	accept.Step(time.Now())
-	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)), admit.WithPeriod(time.Hour))
+	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)), admit.WithPeriod(time.Minute))
 	busy.Step(time.Now())
 	shed := overloaded(t)
-	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }), admit.WithPeriod(time.Hour))
+	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }), admit.WithPeriod(time.Minute))
 	tests := []struct {
 		name string
 		ctl  *admit.Controller

@@ -102,7 +102,7 @@ type Controller struct {
 	// Written by Admit and Done.
 	arrivals   [levee.NumCriticalities]counter
 	retried    counter
-	rejected   [levee.NumCriticalities][NumReasons]atomic.Uint64
+	rejected   [levee.NumCriticalities][levee.NumReasons]atomic.Uint64
 	downstream atomic.Uint64
 	gone       atomic.Uint64
 	ring       fairq.Ring
@@ -238,12 +238,12 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	var cnt counts
 	for cr := range levee.NumCriticalities {
 		cnt.arrivals[cr] = c.arrivals[cr].Load()
-		for r := range NumReasons {
+		for r := range levee.NumReasons {
 			cnt.rejected[cr][r] = c.rejected[cr][r].Load()
 		}
 	}
-	m := c.meter.step(meterIn{counts: cnt, sec: sec, load: load, shedding: c.law.shedding, capEst: c.law.capEst})
-	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, sec)
+	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst})
+	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, time.Duration(dt))
 	c.sampleShift.Store(c.tenants.observe(&c.ring, c.sampleShift.Load(), now, dt, m.arrived*sec))
 
 	// Degradation first: it must lead shedding by at least one period. A
@@ -257,7 +257,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 
 	wasShedding := c.law.shedding
 	var lo lawOut
-	c.law, lo = c.law.step(lawIn{now: now, sec: sec, load: load, R: m.R, admRate: m.admRate,
+	c.law, lo = c.law.step(lawIn{now: now, dt: time.Duration(dt), load: load, R: m.R, admRate: m.admRate,
 		admitted: m.admitted, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped})
 	ra := c.episodes.step(episodeIn{now: now, shedding: c.law.shedding, epStart: c.law.epStart,
 		ended: lo.ended, epLen: lo.epLen, period: c.cfg.period})
@@ -269,7 +269,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 		arrived += a
 	}
 	prev := c.plan.Load()
-	c.tenants.measure(prev, sec, m.eligible*sec)
+	c.tenants.measure(prev, time.Duration(dt), m.eligible*sec)
 	res, fair := c.tenants.plan(planIn{shed: lo.shed, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
 		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived})
 	c.snapped = res.snapped
@@ -426,7 +426,7 @@ func (c *Controller) stepRunQueue(now int64, load float64, degraded, flood bool)
 	if c.cfg.runBound > 0 {
 		q.limit.Store(int64(c.cfg.runBound))
 	} else {
-		q.limit.Store(c.run.step(runIn{sec: c.cfg.period.Seconds(), counting: q.on(),
+		q.limit.Store(c.run.step(runIn{period: c.cfg.period, counting: q.on(),
 			running: q.running.Load(), waiting: q.waiting.Load(), load: load,
 			shedding: c.law.shedding, degraded: degraded, flood: flood}))
 	}

@@ -121,4 +121,27 @@
 // periods is no longer applied, and when Run is not active (never started,
 // or its context done) Admit steps the Controller itself once a period has
 // passed without a Step, and says once in the log that Run is missing.
+//
+// # Options
+//
+// Options follow levee's one convention for bad values: an option not
+// given, or given zero where zero is outside its range (the period),
+// means its documented default; a value inside the range is taken as
+// given (WithRunQueue(0) turns the run queue off, WithRunBound(0) keeps the
+// learned bound); a nil route function, observer, logger or degradation
+// controller restores the default; any other value out of its documented
+// range (a negative run-queue wait, an empty quota tenant, a negative or
+// NaN quota rate) is a programming error, and New panics with a message
+// naming the option, the value and the range, as time.NewTicker does.
+// Check values that come from users where they are read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), admit is a
+// policy: it imports the standard library, package levee, degrade and the
+// internal leaves only, and reads resources through the levee.Signal
+// interface rather than importing pressure. The adapters (leveehttp,
+// leveegrpc, leveeprom) put it in front of a server; the simulator in tools/
+// runs it on virtual time.
 package admit

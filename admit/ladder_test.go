@@ -45,7 +45,7 @@ func ladderRun(t *testing.T, seed uint64, perLevel, wantCritical float64) {
 		// C, the admitted rate at which the signal sits at target, with
 		// 2C offered and rejections costing 2% of a request.
 		c := p.atTarget(2 * c0 / 1.02)
-		for _, cr := range levee.ByRank {
+		for _, cr := range levee.Criticalities() {
 			// 0.25C per level for 3 s of warm-up, then perLevel.
 			srcs = append(srcs, &source{ctx: critCtx(cr, ""), rate: steps([]time.Duration{0, 3 * time.Second}, []float64{0.25 * c, perLevel * c})})
 		}

@@ -3,6 +3,8 @@ package admit
 import (
 	"math"
 	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // law is the state of the control law (see doc.go): the capacity it has
@@ -32,16 +34,16 @@ type law struct {
 
 // lawIn is one period's input to the control law.
 type lawIn struct {
-	now      int64   // ns
-	sec      float64 // length of the period
-	load     float64 // the signals' reading
-	R        float64 // smoothed eligible arrival rate (meter)
-	admRate  float64 // smoothed admitted rate (meter)
-	admitted float64 // this period's admitted rate (meter)
-	flood    bool    // the meter saw a flood this period ...
-	wasFlood bool    // ... and the previous one
-	degraded bool    // the degradation level was above 0 before this period
-	snapped  bool    // the last plan held a criticality boundary
+	now      int64         // ns
+	dt       time.Duration // length of the period
+	load     float64       // the signals' reading
+	R        float64       // smoothed eligible arrival rate (meter)
+	admRate  float64       // smoothed admitted rate (meter)
+	admitted float64       // this period's admitted rate (meter)
+	flood    bool          // the meter saw a flood this period ...
+	wasFlood bool          // ... and the previous one
+	degraded bool          // the degradation level was above 0 before this period
+	snapped  bool          // the last plan held a criticality boundary
 }
 
 // lawOut is what the law decided for the next period.
@@ -58,7 +60,7 @@ type lawOut struct {
 // step runs the law for one period.
 func (s law) step(in lawIn) (law, lawOut) {
 	var out lawOut
-	load, sec, R := in.load, in.sec, in.R
+	load, sec, R := in.load, in.dt.Seconds(), in.R
 
 	// Capacity estimate: the admitted rate that would put the load at 1,
 	// from the admitted rate lagPeriods ago (what the signal reflects now),
@@ -69,13 +71,13 @@ func (s law) step(in lawIn) (law, lawOut) {
 	steady := lagged > 0 && math.Abs(in.admRate-lagged) <= 0.2*lagged &&
 		math.Abs(load-s.lastLoad) <= 0.1*load // a reading still moving is not aligned with the rate
 	s.lastLoad = load
-	ac := alpha(sec, capTau)
+	ac := smooth.Alpha(in.dt, capTau)
 	if !s.shedding && load > 0.2 && load <= 1 && steady {
 		est := lagged / load
 		if s.capEst == 0 {
 			s.capEst = est
 		} else {
-			s.capEst += ac * (est - s.capEst)
+			s.capEst = smooth.Toward(s.capEst, est, ac)
 		}
 	}
 
@@ -147,7 +149,7 @@ func (s law) enter(in lawIn) law {
 
 // steer moves the target for one period of an episode.
 func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac float64) law {
-	load, sec := in.load, in.sec
+	load, sec := in.load, in.dt.Seconds()
 	if load < 1 {
 		s.under++
 	} else {
@@ -212,7 +214,7 @@ func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac float64) 
 	s.target = min(s.target, max(1.5*in.R, s.capEst))
 	s.target = max(s.target, 1e-3)
 	if load > 0.2 && load <= 1.2 && steady {
-		s.capEst += ac * (lagged/load - s.capEst)
+		s.capEst = smooth.Toward(s.capEst, lagged/load, ac)
 	}
 	return s
 }

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // counts is what the accept path has counted since New: arrivals per
 // criticality and rejections per criticality and reason.
 type counts struct {
 	arrivals [levee.NumCriticalities]uint64
-	rejected [levee.NumCriticalities][NumReasons]uint64
+	rejected [levee.NumCriticalities][levee.NumReasons]uint64
 }
 
 // meter is the first stage of a control period: it turns the accept
@@ -29,11 +30,11 @@ type meter struct {
 
 // meterIn is one period's input to the meter.
 type meterIn struct {
-	counts   counts  // cumulative, read now
-	sec      float64 // length of the period
-	load     float64 // the signals' reading (max of value ÷ target)
-	shedding bool    // the control law is shedding
-	capEst   float64 // capacity learned so far (0: none)
+	counts   counts        // cumulative, read now
+	dt       time.Duration // length of the period
+	load     float64       // the signals' reading (max of value ÷ target)
+	shedding bool          // the control law is shedding
+	capEst   float64       // capacity learned so far (0: none)
 }
 
 // meterOut is what the meter measured.
@@ -58,7 +59,7 @@ type meterOut struct {
 // step closes one period.
 func (m *meter) step(in meterIn) meterOut {
 	var out meterOut
-	sec := in.sec
+	sec := in.dt.Seconds()
 	var rateNow [levee.NumCriticalities]float64
 	for cr := range levee.NumCriticalities {
 		a, rej := in.counts.arrivals[cr], in.counts.rejected[cr]
@@ -74,12 +75,12 @@ func (m *meter) step(in meterIn) meterOut {
 		out.arrived += float64(dA) / sec
 	}
 	m.prev = in.counts
-	ash := alpha(sec, shareTau)
+	ash := smooth.Alpha(in.dt, shareTau)
 	for r := range m.share {
 		if !m.init {
 			m.share[r] = rateNow[r]
 		} else {
-			m.share[r] += ash * (rateNow[r] - m.share[r])
+			m.share[r] = smooth.Toward(m.share[r], rateNow[r], ash)
 		}
 	}
 	// Arrival rates: smoothed over a second (their noise would move the
@@ -107,18 +108,18 @@ func (m *meter) step(in meterIn) meterOut {
 	// second, would go on shedding most of what follows. Take the period's
 	// count as it is.
 	jump = jump || (in.shedding && in.load < minLoad && got < exp)
-	ar := alpha(sec, rateTau)
+	ar := smooth.Alpha(in.dt, rateTau)
 	for r := range m.rate {
 		if jump {
 			m.rate[r] = rateNow[r]
 		} else {
-			m.rate[r] += ar * (rateNow[r] - m.rate[r])
+			m.rate[r] = smooth.Toward(m.rate[r], rateNow[r], ar)
 		}
 	}
 	if !m.init {
 		m.adm = out.admitted
 	} else {
-		m.adm += alpha(sec, admTau) * (out.admitted - m.adm)
+		m.adm = smooth.Toward(m.adm, out.admitted, smooth.Alpha(in.dt, admTau))
 	}
 	m.init = true
 	for _, r := range m.rate {
@@ -150,10 +151,4 @@ func (m *meter) step(in meterIn) meterOut {
 	out.flood = flood
 	m.flood = flood && !out.wasFlood
 	return out
-}
-
-// alpha is the weight of a new sample in an exponentially weighted mean
-// with time constant tau, for a sample covering sec seconds.
-func alpha(sec float64, tau time.Duration) float64 {
-	return 1 - math.Exp(-sec/tau.Seconds())
 }

@@ -1,5 +1,11 @@
 package admit
 
+import (
+	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
+)
+
 // retryShare measures the share of arrivals that are retries
 // (levee.Call.Attempt ≥ 1), smoothed over retryTau, and decides with
 // hysteresis whether overload rejections say "don't retry": above twice
@@ -12,13 +18,13 @@ type retryShare struct {
 	noRetry bool
 }
 
-// step closes a period of sec seconds in which the cumulative retried
+// step closes a period of length dt in which the cumulative retried
 // count reached retried and arrivals came at arrived per second. It
 // returns the share and whether rejections say no-retry.
-func (s *retryShare) step(retried uint64, arrived, sec float64) (share float64, noRetry bool) {
-	a := alpha(sec, retryTau)
-	s.retries += a * (float64(retried-s.prev)/sec - s.retries)
-	s.total += a * (arrived - s.total)
+func (s *retryShare) step(retried uint64, arrived float64, dt time.Duration) (share float64, noRetry bool) {
+	a := smooth.Alpha(dt, retryTau)
+	s.retries = smooth.Toward(s.retries, float64(retried-s.prev)/dt.Seconds(), a)
+	s.total = smooth.Toward(s.total, arrived, a)
 	s.prev = retried
 	if s.total > 0 {
 		share = s.retries / s.total

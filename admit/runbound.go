@@ -3,6 +3,8 @@ package admit
 import (
 	"math"
 	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Run-queue tuning (see WithRunQueue).
@@ -26,10 +28,10 @@ type runBound struct {
 
 // runIn is one period's input to the run-queue stage.
 type runIn struct {
-	sec      float64 // the control period
-	counting bool    // the queue counted its slots during the period
-	running  int64   // requests holding a slot now
-	waiting  int64   // requests waiting for one now
+	period   time.Duration // the control period
+	counting bool          // the queue counted its slots during the period
+	running  int64         // requests holding a slot now
+	waiting  int64         // requests waiting for one now
 	load     float64
 	shedding bool
 	degraded bool
@@ -47,7 +49,7 @@ func (b *runBound) step(in runIn) int64 {
 		if b.mean == 0 {
 			b.mean = est
 		} else {
-			b.mean += alpha(in.sec, runTau) * (est - b.mean)
+			b.mean = smooth.Toward(b.mean, est, smooth.Alpha(in.period, runTau))
 		}
 	}
 	if b.mean > 0 {

@@ -113,7 +113,7 @@ func (c *Controller) snapshotLocked() Snapshot {
 	for cr := range levee.NumCriticalities {
 		a := c.arrivals[cr].Load()
 		var rej uint64
-		for r := range NumReasons {
+		for r := range levee.NumReasons {
 			v := c.rejected[cr][r].Load()
 			s.Rejected[cr][r] = v
 			rej += v

@@ -8,7 +8,7 @@ import (
 	"github.com/levee-dev/levee"
 )
 
-const testSec = 0.05 // one default period, in seconds
+const testDt = DefaultPeriod
 
 // countsAfter returns c with n more arrivals of criticality cr, of which
 // dl, q and o were rejected for deadline, quota and overload.
@@ -57,10 +57,10 @@ func TestMeterStep(t *testing.T) {
 		var c counts
 		for range tt.periods {
 			c = countsAfter(c, levee.Critical, tt.before, 0, 0, 0)
-			m.step(meterIn{counts: c, sec: testSec, load: tt.load, shedding: tt.shedding})
+			m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding})
 		}
 		c = countsAfter(c, levee.Critical, tt.next, tt.rejected[0], tt.rejected[1], tt.rejected[2])
-		out := m.step(meterIn{counts: c, sec: testSec, load: tt.load, shedding: tt.shedding, capEst: tt.capEst})
+		out := m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, capEst: tt.capEst})
 		if math.Abs(out.R-tt.wantR) > tt.tolR+1e-6 {
 			t.Errorf("%s: R = %.3f/s, want %.3f/s", tt.name, out.R, tt.wantR)
 		}
@@ -96,7 +96,7 @@ func TestRetryShareStep(t *testing.T) {
 		var noRetry bool
 		for i := range 400 {
 			retried = uint64(float64(i+1) * 50 * tt.share)
-			share, noRetry = s.step(retried, 1000, testSec)
+			share, noRetry = s.step(retried, 1000, testDt)
 		}
 		if noRetry != tt.want {
 			t.Errorf("%s: share %.3f, noRetry %v, want %v", tt.name, share, noRetry, tt.want)
@@ -136,13 +136,13 @@ func TestRunBoundStep(t *testing.T) {
 		in   runIn
 		want int64
 	}{
-		{"idle: off", runBound{floor: 4}, runIn{sec: testSec, load: 0.3}, runOff},
-		{"busy, nothing learned: counting", runBound{floor: 4}, runIn{sec: testSec, load: 0.6}, runCount},
-		{"busy and counting: learns 2 × running ÷ load", runBound{floor: 4}, runIn{sec: testSec, counting: true, running: 9, load: 0.9}, 20},
-		{"never below the floor", runBound{floor: 8}, runIn{sec: testSec, counting: true, running: 1, load: 0.5}, 8},
-		{"shedding: keeps the bound, learns nothing", runBound{mean: 10, limit: 20, floor: 4}, runIn{sec: testSec, counting: true, running: 50, load: 1.5, shedding: true}, 20},
-		{"waiting with room: grows a quarter", runBound{mean: 10, limit: 20, floor: 4}, runIn{sec: testSec, counting: true, running: 7, waiting: 3, load: 0.7}, 25},
-		{"degraded below half the target: on", runBound{mean: 10, limit: 20, floor: 4}, runIn{sec: testSec, load: 0.3, degraded: true}, 20},
+		{"idle: off", runBound{floor: 4}, runIn{period: testDt, load: 0.3}, runOff},
+		{"busy, nothing learned: counting", runBound{floor: 4}, runIn{period: testDt, load: 0.6}, runCount},
+		{"busy and counting: learns 2 × running ÷ load", runBound{floor: 4}, runIn{period: testDt, counting: true, running: 9, load: 0.9}, 20},
+		{"never below the floor", runBound{floor: 8}, runIn{period: testDt, counting: true, running: 1, load: 0.5}, 8},
+		{"shedding: keeps the bound, learns nothing", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 50, load: 1.5, shedding: true}, 20},
+		{"waiting with room: grows a quarter", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 7, waiting: 3, load: 0.7}, 25},
+		{"degraded below half the target: on", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, load: 0.3, degraded: true}, 20},
 	}
 	for _, tt := range tests {
 		if got := tt.b.step(tt.in); got != tt.want {
@@ -161,7 +161,7 @@ func lawAt(s law, loads []float64, R float64, degraded bool) (law, lawOut) {
 		if s.shedding {
 			adm = min(R, out.aim)
 		}
-		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), sec: testSec, load: l, R: R, admRate: adm, admitted: adm, degraded: degraded})
+		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, R: R, admRate: adm, admitted: adm, degraded: degraded})
 	}
 	return s, out
 }
@@ -189,7 +189,7 @@ func TestLawStep(t *testing.T) {
 	})
 	t.Run("enters at the capacity, drains the backlog, sheds the rest", func(t *testing.T) {
 		s, _ := lawAt(law{}, repeat(0.5, 100), 500, false)
-		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), sec: testSec, load: 1.5, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
+		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 1.5, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
 		if !out.started || !s.shedding {
 			t.Fatalf("started %v shedding %v, want an episode", out.started, s.shedding)
 		}
@@ -202,14 +202,14 @@ func TestLawStep(t *testing.T) {
 	})
 	t.Run("never cuts below target", func(t *testing.T) {
 		s := law{capEst: 1000, shedding: true, target: 800, corr: 1, admCnt: [2]float64{40, 40}, prevLoad: 0.8}
-		s2, _ := s.step(lawIn{sec: testSec, load: 0.8, R: 3000, admRate: 800, admitted: 800})
+		s2, _ := s.step(lawIn{dt: testDt, load: 0.8, R: 3000, admRate: 800, admitted: 800})
 		if s2.target < s.target {
 			t.Errorf("target cut from %.1f to %.1f at load 0.8", s.target, s2.target)
 		}
 	})
 	t.Run("cuts above target", func(t *testing.T) {
 		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, admCnt: [2]float64{50, 50}, prevLoad: 1.25}
-		s2, _ := s.step(lawIn{sec: testSec, load: 1.25, R: 3000, admRate: 1000, admitted: 1000})
+		s2, _ := s.step(lawIn{dt: testDt, load: 1.25, R: 3000, admRate: 1000, admitted: 1000})
 		if s2.target >= s.target {
 			t.Errorf("target %.1f → %.1f at load 1.25, want a cut", s.target, s2.target)
 		}
@@ -217,7 +217,7 @@ func TestLawStep(t *testing.T) {
 	t.Run("episode ends after the hold with nothing to shed", func(t *testing.T) {
 		hold := int64(episodeHold)
 		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, epStart: 0, lastShed: 2 * int64(time.Second)}
-		s2, out := s.step(lawIn{now: 2*int64(time.Second) + hold, sec: testSec, load: 0.5, R: 500, admRate: 500, admitted: 500})
+		s2, out := s.step(lawIn{now: 2*int64(time.Second) + hold, dt: testDt, load: 0.5, R: 500, admRate: 500, admitted: 500})
 		if !out.ended || s2.shedding || out.epLen != 2*time.Second {
 			t.Errorf("ended %v shedding %v epLen %v, want true false 2s", out.ended, s2.shedding, out.epLen)
 		}

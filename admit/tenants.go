@@ -6,6 +6,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/fairq"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // tenants is the plan stage's tenant accounting: it drains the accept
@@ -90,16 +91,17 @@ func (t *tenants) observe(ring *fairq.Ring, shift uint32, now, dt int64, perPeri
 }
 
 // measure reads the exact counts of the tenants listed in the previous
-// plan (its entries count every request they judged) over the sec seconds
-// it was in force, in which eligible requests arrived in all: their
+// plan (its entries count every request they judged) over the dt it was
+// in force, in which eligible requests arrived in all: their
 // shares for the next plan, and the tenant stage's real shed rate.
-func (t *tenants) measure(prev *plan, sec, eligible float64) {
+func (t *tenants) measure(prev *plan, dt time.Duration, eligible float64) {
+	sec := dt.Seconds()
 	t.cutRate = 0
 	for _, x := range t.exact {
 		x.seen = false
 	}
 	if prev != nil && prev.hasTenants && sec > 0 && eligible > 0 {
-		a := alpha(sec, 500*time.Millisecond) // the tracker's smoothing
+		a := smooth.Alpha(dt, 500*time.Millisecond) // the tracker's smoothing
 		for i := range prev.tenants {
 			e := &prev.tenants[i]
 			if e.key == 0 {
@@ -125,7 +127,7 @@ func (t *tenants) measure(prev *plan, sec, eligible float64) {
 				if jump {
 					x.share[r] = got[r]
 				} else {
-					x.share[r] += a * (got[r] - x.share[r])
+					x.share[r] = smooth.Toward(x.share[r], got[r], a)
 				}
 			}
 			x.n, x.seen = n, true

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // Level is a degradation level: 0 is normal service, 1..Max progressively
@@ -49,50 +51,46 @@ const (
 	DefaultHold = time.Second
 )
 
-// Option configures a Controller.
+// Option configures a Controller. An out-of-range value makes New panic
+// (see the package documentation).
 type Option func(*Controller)
 
 // WithTarget sets the load (a fraction of the signal target: 1.0 = the load
 // at which admit starts shedding) at which level 1 is entered. Default 0.85;
-// values outside (0, 1] are ignored. Levels 2..Max are entered at loads
+// range (0, 1]; 0 means the default. Levels 2..Max are entered at loads
 // spaced evenly between target and 1.0, so every level is reached before
 // shedding starts.
 func WithTarget(f float64) Option {
 	return func(d *Controller) {
-		if f > 0 && f <= 1 {
-			d.target = f
-		}
+		option.Set(&d.target, f, f > 0 && f <= 1, "degrade", "WithTarget", "must be in (0, 1] (0 means the default, 0.85)")
 	}
 }
 
 // WithHysteresis sets how far (in load units) below a level's entry load the
-// load must fall before the level is left. Default 0.05; negative values
-// are ignored.
+// load must fall before the level is left. Default 0.05; range [0, 1]; 0
+// means none.
 func WithHysteresis(h float64) Option {
 	return func(d *Controller) {
-		if h >= 0 && !math.IsNaN(h) {
-			d.hyst = h
-		}
+		option.Check(h >= 0 && h <= 1, "degrade", "WithHysteresis", "must be in [0, 1]", h)
+		d.hyst = h
 	}
 }
 
-// WithMax sets the highest level. Default 3; values below 1 are ignored.
+// WithMax sets the highest level. Default 3; range [1, 100]; 0 means the
+// default.
 func WithMax(m Level) Option {
 	return func(d *Controller) {
-		if m >= 1 {
-			d.max = m
-		}
+		option.Set(&d.max, m, m >= 1 && m <= 100, "degrade", "WithMax", "must be in [1, 100] (0 means the default, 3)")
 	}
 }
 
 // WithHold sets how long the load must stay below a level's exit load before
-// the level is lowered by one. Default 1s; negative values are ignored.
-// Rising is immediate.
+// the level is lowered by one. Default 1s; range [0, 1h]; 0 lowers it at
+// the next step. Rising is immediate.
 func WithHold(h time.Duration) Option {
 	return func(d *Controller) {
-		if h >= 0 {
-			d.hold = h
-		}
+		option.Check(h >= 0 && h <= time.Hour, "degrade", "WithHold", "must be in [0, 1h]", h)
+		d.hold = h
 	}
 }
 
@@ -120,7 +118,8 @@ type Controller struct {
 }
 
 // New returns a Controller with the defaults (target 0.85, hysteresis 0.05,
-// max level 3, hold 1s) changed by opts.
+// max level 3, hold 1s) changed by opts. It panics on an option value out
+// of its documented range, a programming error.
 func New(opts ...Option) *Controller {
 	d := &Controller{target: DefaultTarget, hyst: DefaultHysteresis, max: DefaultMax, hold: DefaultHold}
 	for _, o := range opts {

@@ -2,6 +2,7 @@ package degrade
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -45,8 +46,8 @@ func TestLevels(t *testing.T) {
 		{"options", []Option{WithTarget(0.5), WithMax(1), WithHold(0), WithHysteresis(0)}, []step{
 			{0, 0.49, 0}, {1, 0.5, 1}, {2, 2, 1}, {3, 0.49, 0},
 		}},
-		{"bad options ignored", []Option{WithTarget(1.5), WithMax(0), WithHold(-1), WithHysteresis(math.NaN())}, []step{
-			{0, 0.85, 1}, {1, 0.95, 3},
+		{"zero target and max mean the defaults", []Option{WithTarget(0), WithMax(0)}, []step{
+			{0, 0.84, 0}, {1, 0.85, 1}, {2, 0.95, 3}, {3, 2, 3},
 		}},
 	}
 	for _, tt := range tests {
@@ -122,4 +123,30 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}()
 	wg.Wait()
+}
+
+func TestOptionsOutOfRangePanic(t *testing.T) {
+	tests := []struct {
+		opt  Option
+		want string
+	}{
+		{WithTarget(1.5), "degrade: WithTarget(1.5): must be in (0, 1] (0 means the default, 0.85)"},
+		{WithTarget(-0.1), "degrade: WithTarget(-0.1): must be in (0, 1] (0 means the default, 0.85)"},
+		{WithTarget(math.NaN()), "degrade: WithTarget(NaN): must be in (0, 1] (0 means the default, 0.85)"},
+		{WithHysteresis(-0.01), "degrade: WithHysteresis(-0.01): must be in [0, 1]"},
+		{WithHysteresis(math.NaN()), "degrade: WithHysteresis(NaN): must be in [0, 1]"},
+		{WithMax(-1), "degrade: WithMax(-1): must be in [1, 100] (0 means the default, 3)"},
+		{WithMax(101), "degrade: WithMax(101): must be in [1, 100] (0 means the default, 3)"},
+		{WithHold(-time.Second), "degrade: WithHold(-1s): must be in [0, 1h]"},
+	}
+	for _, tt := range tests {
+		got := func() (msg string) {
+			defer func() { msg = fmt.Sprint(recover()) }()
+			New(tt.opt)
+			return "no panic"
+		}()
+		if got != tt.want {
+			t.Errorf("New: panic %q, want %q", got, tt.want)
+		}
+	}
 }

@@ -136,4 +136,13 @@
 // request message can also surface as code Unknown, "max retries
 // exhausted: ... EOF", instead of its status: one more reason to let levee
 // retry.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), leveegrpc is
+// an adapter in a module of its own (github.com/levee-dev/levee/leveegrpc),
+// so that only services that use gRPC carry google.golang.org/grpc: it joins
+// gRPC to the policies (admit, degrade, retry, throttle) and to the wire
+// codec it shares with leveehttp, and never imports the tools or the command.
 package leveegrpc

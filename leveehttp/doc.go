@@ -97,4 +97,13 @@
 // is the outcome reported to the admission controller (Ticket.Done), so it
 // learns about downstream overload. A handler that recovers (serves from a
 // cache) and answers < 500 is left alone and reports success.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), leveehttp is
+// an adapter: it joins net/http to the policies (admit, degrade, retry,
+// throttle) and the wire codec, imports nothing outside the standard library
+// and levee's own packages, and is what the tools in tools/ and the command
+// in cmd/ build on; it never imports them.
 package leveehttp

@@ -219,7 +219,7 @@ func rate(cur, prev uint64, dt float64) float64 {
 	return float64(cur-prev) / dt
 }
 
-func sumReasons(r [admit.NumReasons]uint64) uint64 {
+func sumReasons(r [levee.NumReasons]uint64) uint64 {
 	var n uint64
 	for _, v := range r {
 		n += v
@@ -358,14 +358,10 @@ func toJSON(x statusSample) sampleJSON {
 		Rejected:        make(map[string]map[string]uint64, levee.NumCriticalities),
 	}
 	for _, sig := range s.Signals {
-		l := math.NaN()
-		if sig.Target > 0 {
-			l = sig.Value / sig.Target
-		}
-		out.Signals = append(out.Signals, signalJSON{sig.Name, jsonFloat(sig.Value), jsonFloat(sig.Target), jsonFloat(l)})
+		out.Signals = append(out.Signals, signalJSON{sig.Name, jsonFloat(sig.Value), jsonFloat(sig.Target), jsonFloat(sig.Load())})
 	}
 	for r := levee.NumCriticalities - 1; r >= 0; r-- {
-		c := levee.ByRank[r]
+		c := levee.FromRank(r)
 		out.Criticalities = append(out.Criticalities, critJSON{
 			Name:        c.String(),
 			Admitted:    s.Admitted[c],
@@ -373,8 +369,8 @@ func toJSON(x statusSample) sampleJSON {
 			AdmittedRPS: jsonFloat(x.admRate[c]),
 			RejectedRPS: jsonFloat(x.rejRate[c]),
 		})
-		by := make(map[string]uint64, admit.NumReasons-1)
-		for reason := 1; reason < admit.NumReasons; reason++ {
+		by := make(map[string]uint64, levee.NumReasons-1)
+		for reason := 1; reason < levee.NumReasons; reason++ {
 			by[levee.Reason(reason).String()] = s.Rejected[c][reason]
 		}
 		out.Rejected[c.String()] = by

@@ -101,7 +101,7 @@ func (c *ThrottleCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, e := range all {
 		s := e.t.Stats()
-		for _, crit := range levee.ByRank {
+		for _, crit := range levee.Criticalities() {
 			n := crit.String()
 			ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(s.Requests[crit]), e.backend, n)
 			ch <- prometheus.MustNewConstMetric(c.accepts, prometheus.CounterValue, float64(s.Accepts[crit]), e.backend, n)

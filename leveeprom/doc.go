@@ -77,4 +77,12 @@
 // degradation, critical traffic shed, retry storms, client throttling) are
 // in deploy/prometheus/levee-alerts.yml; a test checks that every metric and
 // label they name exists.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), leveeprom is
+// an adapter: it reads the policies' snapshots and counters (admit, retry,
+// throttle) for github.com/prometheus/client_golang, its only dependency
+// outside levee, and never imports the tools or the command.
 package leveeprom

@@ -1,8 +1,6 @@
 package leveeprom
 
 import (
-	"math"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/levee-dev/levee"
@@ -161,7 +159,7 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, lv ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 	}
-	for _, crit := range levee.ByRank {
+	for _, crit := range levee.Criticalities() {
 		name := crit.String()
 		counter(c.admitted, float64(s.Admitted[crit]), name)
 		for _, r := range admitReasons {
@@ -178,7 +176,7 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, sig := range s.Signals {
 		gauge(c.signalValue, sig.Value, sig.Name)
 		gauge(c.signalTarget, sig.Target, sig.Name)
-		gauge(c.signalLoad, ratio(sig.Value, sig.Target), sig.Name)
+		gauge(c.signalLoad, sig.Load(), sig.Name)
 	}
 	gauge(c.capacity, s.CapacityRPS)
 	counter(c.shedSeconds, s.ShedSeconds)
@@ -195,14 +193,6 @@ func (c *AdmitCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.running, float64(s.Running))
 	gauge(c.waiting, float64(s.Waiting))
 	gauge(c.runBound, float64(s.RunBound))
-}
-
-// ratio is v/t, NaN when the signal has no reading or no valid target.
-func ratio(v, t float64) float64 {
-	if math.IsNaN(v) || !(t > 0) {
-		return math.NaN()
-	}
-	return v / t
 }
 
 func b2f(b bool) float64 {

@@ -49,7 +49,20 @@
 // # Options
 //
 // Both limiters take the same Option type; options that do not apply to a
-// limiter are ignored by it. An option value out of its documented range is
-// a programming error and makes the constructor panic with a message naming
-// the option, as time.NewTicker does for a non-positive period.
+// limiter are ignored by it. Options follow levee's one convention for bad
+// values: an option not given, or given zero where zero is outside its
+// range, means its documented default (WithThreshold(0) is in range: the
+// adaptive threshold); any other value out of its documented range is a
+// programming error and makes the constructor panic with a message naming
+// the option, the value and the range, as time.NewTicker does for a
+// non-positive period. Check values that come from users where they are
+// read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), limit is a
+// policy: it imports the standard library and the internal leaves only;
+// pressure.Concurrency turns a limit into a signal, and the adapters and
+// tools build on both.
 package limit

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/levee-dev/levee/internal/option"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Limiter is an adaptive concurrency limit.
@@ -16,9 +19,12 @@ type Limiter interface {
 	Update(now time.Time, rtt time.Duration, inflight int)
 }
 
-// Option configures a Gradient or an AIMD.
+// Option configures a Gradient or an AIMD. An out-of-range value makes
+// the constructor panic (see the package documentation).
 type Option func(*params)
 
+// params holds the options; 0 in initial, min and max means "not given":
+// their defaults depend on each other.
 type params struct {
 	initial, min, max int
 	smoothing         float64
@@ -27,19 +33,17 @@ type params struct {
 	backoff           float64
 	threshold         time.Duration
 	minRTTWindow      time.Duration
-	errs              []string
 }
+
+// Defaults of the options whose default depends on the others.
+const (
+	defaultInitial = 20
+	defaultMin     = 4
+	defaultMax     = 1000
+)
 
 func defaults() params {
-	return params{
-		initial: 20, min: 4, max: 1000,
-		smoothing: 0.2, tolerance: 1.5, longWindow: 600,
-		backoff: 0.9, minRTTWindow: 30 * time.Second,
-	}
-}
-
-func (p *params) bad(format string, args ...any) {
-	p.errs = append(p.errs, fmt.Sprintf(format, args...))
+	return params{smoothing: 0.2, tolerance: 1.5, longWindow: 600, backoff: 0.9, minRTTWindow: 30 * time.Second}
 }
 
 func build(opts []Option) params {
@@ -47,39 +51,55 @@ func build(opts []Option) params {
 	for _, o := range opts {
 		o(&p)
 	}
-	if p.min > p.max {
-		p.bad("min limit %d above max limit %d", p.min, p.max)
+	minSet, initialSet := p.min != 0, p.initial != 0
+	if p.max == 0 {
+		p.max = max(defaultMax, p.min)
 	}
-	if p.initial < p.min || p.initial > p.max {
-		p.bad("initial limit %d outside [min %d, max %d]", p.initial, p.min, p.max)
+	if !minSet {
+		p.min = min(defaultMin, p.max)
 	}
-	if len(p.errs) > 0 {
-		panic("limit: " + p.errs[0])
+	option.Check(p.min <= p.max, "limit", "WithMinLimit", fmt.Sprintf("must be ≤ the max limit %d", p.max), p.min)
+	if !initialSet {
+		p.initial = max(p.min, min(defaultInitial, p.max))
 	}
+	option.Check(p.initial >= p.min && p.initial <= p.max, "limit", "WithInitialLimit",
+		fmt.Sprintf("must be in [min limit %d, max limit %d]", p.min, p.max), p.initial)
 	return p
 }
 
-// WithInitialLimit sets the limit before any sample. Default 20; range
-// [min limit, max limit].
-func WithInitialLimit(n int) Option { return func(p *params) { p.initial = n } }
+// check panics unless ok, naming the option, its value and its range.
+func check(ok bool, name, want string, v any) { option.Check(ok, "limit", name, want, v) }
 
-// WithMinLimit sets the lowest limit. Default 4; range [1, max limit]. A
-// minimum above 1 keeps a slow but healthy dependency from being starved.
+// set applies an option whose zero value means its default (see option.Set).
+func set[T comparable](dst *T, v T, ok bool, name, want string) {
+	option.Set(dst, v, ok, "limit", name, want)
+}
+
+// WithInitialLimit sets the limit before any sample. Default 20 (raised to
+// the min limit or lowered to the max limit when they exclude it); range
+// [min limit, max limit]; 0 means the default.
+func WithInitialLimit(n int) Option {
+	return func(p *params) {
+		check(n >= 0, "WithInitialLimit", "must be in [min limit, max limit] (0 means the default, 20)", n)
+		p.initial = n
+	}
+}
+
+// WithMinLimit sets the lowest limit. Default 4 (or the max limit, if
+// lower); range [1, max limit]; 0 means the default. A minimum above 1
+// keeps a slow but healthy dependency from being starved.
 func WithMinLimit(n int) Option {
 	return func(p *params) {
-		if n < 1 {
-			p.bad("WithMinLimit(%d): must be ≥ 1", n)
-		}
+		check(n >= 0, "WithMinLimit", "must be in [1, max limit] (0 means the default, 4)", n)
 		p.min = n
 	}
 }
 
-// WithMaxLimit sets the highest limit. Default 1000; range [min limit, 1e9].
+// WithMaxLimit sets the highest limit. Default 1000 (or the min limit, if
+// higher); range [min limit, 1e9]; 0 means the default.
 func WithMaxLimit(n int) Option {
 	return func(p *params) {
-		if n < 1 || n > 1e9 {
-			p.bad("WithMaxLimit(%d): must be in [1, 1e9]", n)
-		}
+		check(n >= 0 && n <= 1e9, "WithMaxLimit", "must be in [min limit, 1e9] (0 means the default, 1000)", n)
 		p.max = n
 	}
 }
@@ -87,47 +107,36 @@ func WithMaxLimit(n int) Option {
 // WithTolerance sets how much slower than its baseline a window may be
 // before the limit shrinks. Gradient: the baseline is the long RTT average;
 // AIMD: the minimum RTT (when no fixed threshold is set). Default 1.5
-// (Gradient and AIMD alike); range [1, 100].
+// (Gradient and AIMD alike); range [1, 100]; 0 means the default.
 func WithTolerance(f float64) Option {
 	return func(p *params) {
-		if !(f >= 1 && f <= 100) {
-			p.bad("WithTolerance(%v): must be in [1, 100]", f)
-		}
-		p.tolerance = f
+		set(&p.tolerance, f, f >= 1 && f <= 100, "WithTolerance", "must be in [1, 100] (0 means the default, 1.5)")
 	}
 }
 
 // WithSmoothing sets the Gradient's weight of a new estimate against the
-// current limit (1 = no smoothing). Default 0.2; range (0, 1].
+// current limit (1 = no smoothing). Default 0.2; range (0, 1]; 0 means the
+// default.
 func WithSmoothing(f float64) Option {
 	return func(p *params) {
-		if !(f > 0 && f <= 1) {
-			p.bad("WithSmoothing(%v): must be in (0, 1]", f)
-		}
-		p.smoothing = f
+		set(&p.smoothing, f, f > 0 && f <= 1, "WithSmoothing", "must be in (0, 1] (0 means the default, 0.2)")
 	}
 }
 
 // WithLongWindow sets the number of windows the Gradient's long RTT
 // average spans (an exponential average with weight 2/(n+1)). Default 600
-// (one minute of 100 ms windows); range [1, 1e6].
+// (one minute of 100 ms windows); range [1, 1e6]; 0 means the default.
 func WithLongWindow(n int) Option {
 	return func(p *params) {
-		if n < 1 || n > 1e6 {
-			p.bad("WithLongWindow(%d): must be in [1, 1e6]", n)
-		}
-		p.longWindow = n
+		set(&p.longWindow, n, n >= 1 && n <= 1e6, "WithLongWindow", "must be in [1, 1e6] (0 means the default, 600)")
 	}
 }
 
 // WithBackoff sets the AIMD's multiplicative decrease. Default 0.9; range
-// [0.1, 1).
+// [0.1, 1); 0 means the default.
 func WithBackoff(f float64) Option {
 	return func(p *params) {
-		if !(f >= 0.1 && f < 1) {
-			p.bad("WithBackoff(%v): must be in [0.1, 1)", f)
-		}
-		p.backoff = f
+		set(&p.backoff, f, f >= 0.1 && f < 1, "WithBackoff", "must be in [0.1, 1) (0 means the default, 0.9)")
 	}
 }
 
@@ -136,22 +145,17 @@ func WithBackoff(f float64) Option {
 // minimum RTT over MinRTTWindow); range [0, 1h].
 func WithThreshold(d time.Duration) Option {
 	return func(p *params) {
-		if d < 0 || d > time.Hour {
-			p.bad("WithThreshold(%v): must be in [0, 1h]", d)
-		}
+		check(d >= 0 && d <= time.Hour, "WithThreshold", "must be in [0, 1h] (0 means adaptive)", d)
 		p.threshold = d
 	}
 }
 
 // WithMinRTTWindow sets how long the AIMD remembers its minimum RTT, so
 // that a dependency that became permanently slower sets a new baseline.
-// Default 30s; range [1ms, 24h].
+// Default 30s; range [1ms, 24h]; 0 means the default.
 func WithMinRTTWindow(d time.Duration) Option {
 	return func(p *params) {
-		if d < time.Millisecond || d > 24*time.Hour {
-			p.bad("WithMinRTTWindow(%v): must be in [1ms, 24h]", d)
-		}
-		p.minRTTWindow = d
+		set(&p.minRTTWindow, d, d >= time.Millisecond && d <= 24*time.Hour, "WithMinRTTWindow", "must be in [1ms, 24h] (0 means the default, 30s)")
 	}
 }
 
@@ -200,7 +204,7 @@ func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {
 	if g.long == 0 {
 		g.long = short
 	} else {
-		g.long += g.weight * (short - g.long)
+		g.long = smooth.Toward(g.long, short, g.weight)
 	}
 	// After a lasting drop in RTT the long average would hold the old,
 	// higher value for minutes and let the limit grow unchecked: pull it
@@ -215,7 +219,7 @@ func (g *Gradient) Update(now time.Time, rtt time.Duration, inflight int) {
 	}
 	gradient := math.Max(0.5, math.Min(1, g.p.tolerance*g.long/short))
 	next := g.limit*gradient + math.Sqrt(g.limit)
-	next = g.limit*(1-g.p.smoothing) + next*g.p.smoothing
+	next = smooth.Toward(g.limit, next, g.p.smoothing)
 	if gradient == 1 {
 		next = math.Max(next, follow(g.p.tolerance, inflight))
 	}

@@ -2,7 +2,7 @@ package limit
 
 import (
 	"fmt"
-	"strings"
+	"math"
 	"testing"
 	"time"
 )
@@ -150,19 +150,21 @@ func TestFollowDemand(t *testing.T) {
 
 func TestBadOptions(t *testing.T) {
 	tests := []struct {
-		opt  Option
+		opts []Option
 		want string
 	}{
-		{WithMinLimit(0), "WithMinLimit(0)"},
-		{WithMaxLimit(-1), "WithMaxLimit(-1)"},
-		{WithTolerance(0.5), "WithTolerance(0.5)"},
-		{WithSmoothing(0), "WithSmoothing(0)"},
-		{WithLongWindow(0), "WithLongWindow(0)"},
-		{WithBackoff(1), "WithBackoff(1)"},
-		{WithThreshold(-time.Second), "WithThreshold(-1s)"},
-		{WithMinRTTWindow(0), "WithMinRTTWindow(0s)"},
-		{WithInitialLimit(2000), "initial limit 2000 outside"},
-		{func(p *params) { p.min, p.max = 10, 5 }, "min limit 10 above max limit 5"},
+		{[]Option{WithMinLimit(-1)}, "limit: WithMinLimit(-1): must be in [1, max limit] (0 means the default, 4)"},
+		{[]Option{WithMaxLimit(-1)}, "limit: WithMaxLimit(-1): must be in [min limit, 1e9] (0 means the default, 1000)"},
+		{[]Option{WithMaxLimit(2e9)}, "limit: WithMaxLimit(2000000000): must be in [min limit, 1e9] (0 means the default, 1000)"},
+		{[]Option{WithTolerance(0.5)}, "limit: WithTolerance(0.5): must be in [1, 100] (0 means the default, 1.5)"},
+		{[]Option{WithTolerance(math.NaN())}, "limit: WithTolerance(NaN): must be in [1, 100] (0 means the default, 1.5)"},
+		{[]Option{WithSmoothing(-0.2)}, "limit: WithSmoothing(-0.2): must be in (0, 1] (0 means the default, 0.2)"},
+		{[]Option{WithLongWindow(-1)}, "limit: WithLongWindow(-1): must be in [1, 1e6] (0 means the default, 600)"},
+		{[]Option{WithBackoff(1)}, "limit: WithBackoff(1): must be in [0.1, 1) (0 means the default, 0.9)"},
+		{[]Option{WithThreshold(-time.Second)}, "limit: WithThreshold(-1s): must be in [0, 1h] (0 means adaptive)"},
+		{[]Option{WithMinRTTWindow(-time.Second)}, "limit: WithMinRTTWindow(-1s): must be in [1ms, 24h] (0 means the default, 30s)"},
+		{[]Option{WithInitialLimit(2000)}, "limit: WithInitialLimit(2000): must be in [min limit 4, max limit 1000]"},
+		{[]Option{WithMinLimit(10), WithMaxLimit(5)}, "limit: WithMinLimit(10): must be ≤ the max limit 5"},
 	}
 	for _, tt := range tests {
 		for _, ctor := range []func(...Option) Limiter{
@@ -171,12 +173,40 @@ func TestBadOptions(t *testing.T) {
 		} {
 			got := func() (msg string) {
 				defer func() { msg = fmt.Sprint(recover()) }()
-				ctor(tt.opt)
-				return ""
+				ctor(tt.opts...)
+				return "no panic"
 			}()
-			if !strings.HasPrefix(got, "limit: ") || !strings.Contains(got, tt.want) {
-				t.Errorf("panic = %q; want a limit: message containing %q", got, tt.want)
+			if got != tt.want {
+				t.Errorf("panic = %q, want %q", got, tt.want)
 			}
+		}
+	}
+}
+
+// TestOptionDefaults checks that zero means the default, and that the
+// defaults of the initial, min and max limits give way to a given one.
+func TestOptionDefaults(t *testing.T) {
+	tests := []struct {
+		name                string
+		opts                []Option
+		initial, min, limit int
+	}{
+		{"none", nil, 20, 4, 1000},
+		{"zeros", []Option{WithInitialLimit(0), WithMinLimit(0), WithMaxLimit(0), WithTolerance(0),
+			WithSmoothing(0), WithLongWindow(0), WithBackoff(0), WithMinRTTWindow(0)}, 20, 4, 1000},
+		{"max below the default initial", []Option{WithMaxLimit(10)}, 10, 4, 10},
+		{"max below the default min", []Option{WithMaxLimit(2)}, 2, 2, 2},
+		{"min above the default initial", []Option{WithMinLimit(50)}, 50, 50, 1000},
+		{"min above the default max", []Option{WithMinLimit(5000)}, 5000, 5000, 5000},
+	}
+	for _, tt := range tests {
+		p := build(tt.opts)
+		if p.initial != tt.initial || p.min != tt.min || p.max != tt.limit {
+			t.Errorf("%s: initial %d min %d max %d, want %d %d %d", tt.name, p.initial, p.min, p.max, tt.initial, tt.min, tt.limit)
+		}
+		if d := defaults(); tt.name == "zeros" && (p.tolerance != d.tolerance || p.smoothing != d.smoothing ||
+			p.longWindow != d.longWindow || p.backoff != d.backoff || p.minRTTWindow != d.minRTTWindow) {
+			t.Errorf("zeros: %+v, want the defaults %+v", p, d)
 		}
 	}
 }

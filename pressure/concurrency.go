@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 	"github.com/levee-dev/levee/limit"
 )
 
@@ -44,7 +45,7 @@ type Concurrency struct {
 	mu      sync.Mutex
 	l       limit.Limiter
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	reading ConcurrencyReading
 }
 
@@ -59,15 +60,15 @@ type concConfig struct {
 type ConcurrencyOption func(*concConfig, *checker)
 
 // WithConcurrencyPeriod sets the sample window, Run's period. Default
-// 100ms; range [10ms, 1m].
+// 100ms; range [10ms, 1m]; 0 means the default.
 func WithConcurrencyPeriod(d time.Duration) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d); c.period = d }
+	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d, &c.period) }
 }
 
 // WithConcurrencySmoothing sets the EWMA time constant of the value.
 // Default 200ms; 0 disables smoothing; range [0, 1m].
 func WithConcurrencySmoothing(d time.Duration) ConcurrencyOption {
-	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d); c.tau = d }
+	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d, &c.tau) }
 }
 
 // NewConcurrency returns a concurrency signal driven by l; nil l means
@@ -84,7 +85,7 @@ func NewConcurrency(l limit.Limiter, opts ...ConcurrencyOption) *Concurrency {
 	if l == nil {
 		l = limit.NewGradient()
 	}
-	c := &Concurrency{cfg: cfg, l: l, smooth: ewma{tau: cfg.tau}}
+	c := &Concurrency{cfg: cfg, l: l, avg: smooth.EWMA{Tau: cfg.tau}}
 	c.limit.Store(int64(max(1, l.Limit())))
 	c.value.store(math.NaN())
 	c.reading = ConcurrencyReading{Value: math.NaN(), Limit: l.Limit()}
@@ -163,14 +164,10 @@ func (c *Concurrency) Reading() ConcurrencyReading {
 func (c *Concurrency) SampleAt(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, c.cfg.period) {
+	dt, ok := advance(&c.lastAt, now, c.cfg.period)
+	if !ok {
 		return
 	}
-	dt := c.cfg.period
-	if !c.lastAt.IsZero() {
-		dt = now.Sub(c.lastAt)
-	}
-	c.lastAt = now
 	cur := max(0, c.inflight.Load())
 	peak := max(cur, c.peak.Swap(cur))
 	n := c.rttCount.Swap(0)
@@ -182,7 +179,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	}
 	lim := max(1, c.l.Limit())
 	c.limit.Store(int64(lim))
-	v := c.smooth.update(float64(peak)/float64(lim), dt)
+	v := c.avg.Update(float64(peak)/float64(lim), dt)
 	c.value.store(v)
 	c.reading = ConcurrencyReading{Time: now, Value: v, Peak: int(peak), Limit: lim, RTT: rtt, Samples: n}
 }

@@ -155,7 +155,7 @@ func TestConcurrencyParallel(t *testing.T) {
 	if c.Name() != "concurrency" || c.Target() != 1 {
 		t.Errorf("Name %q Target %v", c.Name(), c.Target())
 	}
-	if got := panicMessage(func() { NewConcurrency(nil, WithConcurrencyPeriod(0)) }); !strings.HasPrefix(got, "pressure: WithConcurrencyPeriod(0s)") {
+	if got := panicMessage(func() { NewConcurrency(nil, WithConcurrencyPeriod(time.Millisecond)) }); !strings.HasPrefix(got, "pressure: WithConcurrencyPeriod(1ms)") {
 		t.Errorf("bad period panicked with %q", got)
 	}
 }

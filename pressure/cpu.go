@@ -12,6 +12,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/cgroup"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // CPU is the CPU time used by this process as a fraction of the cores it may
@@ -50,7 +51,7 @@ type CPU struct {
 	limitAt   time.Time
 	haveLimit bool
 	limitErr  error // why the limit fell back to GOMAXPROCS, until it reads again
-	smooth    ewma
+	avg       smooth.EWMA
 	reading   CPUReading
 }
 
@@ -72,28 +73,31 @@ type cpuConfig struct {
 type CPUOption func(*cpuConfig, *checker)
 
 // WithCPUTarget sets the utilisation the admission controller steers to.
-// Default 0.8; unit: fraction of the allowed cores; range (0, 2].
+// Default 0.8; unit: fraction of the allowed cores; range (0, 2]; 0 means
+// the default.
 func WithCPUTarget(f float64) CPUOption {
 	return func(c *cpuConfig, ch *checker) {
-		if !(f > 0 && f <= 2) {
-			ch.bad("WithCPUTarget(%v): must be in (0, 2]", f)
+		if f == 0 {
+			return
 		}
+		ch.check(f > 0 && f <= 2, "WithCPUTarget", "must be in (0, 2] (0 means the default, 0.8)", f)
 		c.target = f
 	}
 }
 
-// WithCPUPeriod sets how often Run samples. Default 100ms; range [10ms, 1m].
+// WithCPUPeriod sets how often Run samples. Default 100ms; range [10ms, 1m];
+// 0 means the default.
 // Shorter periods react faster and are noisier (the kernel accounts CPU time
 // precisely, so 10 ms is usable but jumpy).
 func WithCPUPeriod(d time.Duration) CPUOption {
-	return func(c *cpuConfig, ch *checker) { ch.period("WithCPUPeriod", d); c.period = d }
+	return func(c *cpuConfig, ch *checker) { ch.period("WithCPUPeriod", d, &c.period) }
 }
 
 // WithCPUSmoothing sets the EWMA time constant applied to the raw
 // utilisation: a step change is 63% reflected after d. Default 200ms (two
 // samples at the default period); 0 disables smoothing; range [0, 1m].
 func WithCPUSmoothing(d time.Duration) CPUOption {
-	return func(c *cpuConfig, ch *checker) { ch.smoothing("WithCPUSmoothing", d); c.tau = d }
+	return func(c *cpuConfig, ch *checker) { ch.smoothing("WithCPUSmoothing", d, &c.tau) }
 }
 
 // WithCgroupFS sets the filesystem in which /proc/self/cgroup,
@@ -106,13 +110,12 @@ func WithCgroupFS(fsys fs.FS) CPUOption {
 
 // WithProcessCPU sets the reader of this process's cumulative CPU time
 // (user + system). Default getrusage(RUSAGE_SELF); tests inject a fake that
-// follows a virtual clock. nil is an error.
+// follows a virtual clock. nil restores the default.
 func WithProcessCPU(f func() (time.Duration, error)) CPUOption {
-	return func(c *cpuConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithProcessCPU(nil): need a reader")
+	return func(c *cpuConfig, _ *checker) {
+		if f != nil {
+			c.usage = f
 		}
-		c.usage = f
 	}
 }
 
@@ -123,13 +126,12 @@ func WithProcessCPU(f func() (time.Duration, error)) CPUOption {
 // default GOMAXPROCS follows the cgroup quota, but rounded up and at least
 // 2 (a 0.5-core container still gets GOMAXPROCS=2), which is why the quota
 // itself is read too. It is called on every sample; results below 1 count
-// as 1. nil is an error.
+// as 1. nil restores the default.
 func WithMaxProcs(f func() int) CPUOption {
-	return func(c *cpuConfig, ch *checker) {
-		if f == nil {
-			ch.bad("WithMaxProcs(nil): need a function")
+	return func(c *cpuConfig, _ *checker) {
+		if f != nil {
+			c.procs = f
 		}
-		c.procs = f
 	}
 }
 
@@ -151,7 +153,8 @@ func WithRunQueueWait(on bool) CPUOption {
 // NewCPU returns a CPU signal. It locates the cgroup CPU controller once
 // (see package internal/cgroup); when there is none, or its files cannot be
 // read, it falls back to GOMAXPROCS as the denominator and says so in
-// Reading().Source. The only errors are out-of-range options.
+// Reading().Source. The only errors are option values out of their
+// documented range.
 func NewCPU(opts ...CPUOption) (*CPU, error) {
 	cfg := cpuConfig{
 		target:  0.8,
@@ -166,8 +169,8 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 	for _, o := range opts {
 		o(&cfg, &ch)
 	}
-	if err := ch.err(); err != nil {
-		return nil, err
+	if ch.err != nil {
+		return nil, ch.err
 	}
 	if cfg.waitOn && cfg.wait == nil {
 		fsys := cfg.fsys
@@ -176,7 +179,7 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		}
 		cfg.wait = newRunQueueWait(fsys).read
 	}
-	c := &CPU{cfg: cfg, target: cfg.target, smooth: ewma{tau: cfg.tau}}
+	c := &CPU{cfg: cfg, target: cfg.target, avg: smooth.EWMA{Tau: cfg.tau}}
 	c.value.store(math.NaN())
 	if cfg.fsys != nil {
 		c.cg, c.cgErr = cgroup.FindCPU(cfg.fsys)
@@ -264,7 +267,9 @@ func (c *CPU) SampleAt(now time.Time) {
 		c.reading.Err = err
 		return
 	}
-	if !c.lastAt.IsZero() && tooSoon(now, c.lastAt, c.cfg.period) {
+	first := c.lastAt.IsZero()
+	dt, ok := advance(&c.lastAt, now, c.cfg.period)
+	if !ok {
 		return
 	}
 	if c.cg != nil && (!c.haveLimit || now.Sub(c.limitAt) >= c.cfg.refresh || now.Before(c.limitAt)) {
@@ -308,11 +313,9 @@ func (c *CPU) SampleAt(now time.Time) {
 	dWait, haveWait := wait-c.lastWait, waitOK && c.waitOK
 	c.lastWait, c.waitOK = wait, waitOK
 
-	first := c.lastAt.IsZero()
-	dt := now.Sub(c.lastAt)
 	dSelf, dGroup := self-c.lastSelf, group-c.lastGroup
 	haveGroup := groupDir != "" && groupDir == c.groupDir
-	c.lastAt, c.lastSelf, c.lastGroup, c.groupDir = now, self, group, groupDir
+	c.lastSelf, c.lastGroup, c.groupDir = self, group, groupDir
 	if first {
 		return
 	}
@@ -327,7 +330,7 @@ func (c *CPU) SampleAt(now time.Time) {
 		grp = math.Max(0, float64(dGroup)/float64(dt)/c.limit.Quota.Cores())
 		raw = math.Max(raw, grp)
 	}
-	v := c.smooth.update(raw, dt)
+	v := c.avg.Update(raw, dt)
 	c.value.store(v)
 	c.reading = CPUReading{
 		Time: now, Value: v, Raw: raw, Process: proc, Group: grp, Wait: wt,

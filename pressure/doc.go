@@ -94,4 +94,25 @@
 // handler and reports the CoDel-style minimum over each 100 ms interval: a
 // value above 5 ms means that even the luckiest request waited, a standing
 // queue.
+//
+// # Options
+//
+// Options follow levee's one convention for bad values: an option not
+// given, or given zero where zero is outside its range (a period, a
+// target, a percentile), means its documented default; a smoothing of 0
+// means none; a nil reader restores the default; any other value out of
+// its documented range is a programming error. NewCPU, whose signature
+// has an error for the environment it reads, returns it as that error;
+// NewSchedLatency, NewQueueDelay and NewConcurrency panic with a message
+// naming the option, the value and the range, as time.NewTicker does.
+// Check values that come from users where they are read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), pressure is a
+// policy-level package: it imports the standard library, package levee, limit
+// and the internal leaves only, and admit consumes it through levee.Signal
+// without importing it. Adapters and applications build the signals and hand
+// them to admit.
 package pressure

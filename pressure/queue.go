@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // QueueDelay is the time requests waited between their arrival and the
@@ -35,7 +36,7 @@ type QueueDelay struct {
 
 	mu      sync.Mutex
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	reading QueueReading
 }
 
@@ -53,27 +54,29 @@ type queueConfig struct {
 type QueueOption func(*queueConfig, *checker)
 
 // WithQueueTarget sets the standing-queue delay the controller steers to.
-// Default 5ms (CoDel's target); range (0, 1m].
+// Default 5ms (CoDel's target); range (0, 1m]; 0 means the default.
 func WithQueueTarget(d time.Duration) QueueOption {
 	return func(c *queueConfig, ch *checker) {
-		if d <= 0 || d > time.Minute {
-			ch.bad("WithQueueTarget(%v): must be in (0, 1m]", d)
+		if d == 0 {
+			return
 		}
+		ch.check(d > 0 && d <= time.Minute, "WithQueueTarget", "must be in (0, 1m] (0 means the default, 5ms)", d)
 		c.target = d.Seconds()
 	}
 }
 
 // WithQueueInterval sets the interval over which the minimum is taken,
 // which is also Run's sampling period. Default 100ms (CoDel's interval);
-// range [10ms, 1m]. It should exceed the usual time between requests.
+// range [10ms, 1m]; 0 means the default. It should exceed the usual time
+// between requests.
 func WithQueueInterval(d time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) { ch.period("WithQueueInterval", d); c.interval = d }
+	return func(c *queueConfig, ch *checker) { ch.period("WithQueueInterval", d, &c.interval) }
 }
 
 // WithQueueSmoothing sets an EWMA time constant over the interval minima.
 // Default 0 (none); range [0, 1m].
 func WithQueueSmoothing(d time.Duration) QueueOption {
-	return func(c *queueConfig, ch *checker) { ch.smoothing("WithQueueSmoothing", d); c.tau = d }
+	return func(c *queueConfig, ch *checker) { ch.smoothing("WithQueueSmoothing", d, &c.tau) }
 }
 
 // NewQueueDelay returns a queueing delay signal. It panics with a
@@ -85,7 +88,7 @@ func NewQueueDelay(opts ...QueueOption) *QueueDelay {
 		o(&cfg, &ch)
 	}
 	ch.mustValid()
-	q := &QueueDelay{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	q := &QueueDelay{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	q.min.Store(noObservation)
 	q.value.store(math.NaN())
 	q.reading = QueueReading{Value: math.NaN(), Min: math.NaN()}
@@ -144,20 +147,16 @@ func (q *QueueDelay) Reading() QueueReading {
 func (q *QueueDelay) SampleAt(now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.lastAt.IsZero() && tooSoon(now, q.lastAt, q.cfg.interval) {
+	dt, ok := advance(&q.lastAt, now, q.cfg.interval)
+	if !ok {
 		return
 	}
 	m := q.min.Swap(noObservation)
-	dt := now.Sub(q.lastAt)
-	if q.lastAt.IsZero() {
-		dt = q.cfg.interval
-	}
-	q.lastAt = now
 	raw, observed := 0.0, m != noObservation
 	if observed {
 		raw = time.Duration(m).Seconds()
 	}
-	v := q.smooth.update(raw, dt)
+	v := q.avg.Update(raw, dt)
 	q.value.store(v)
 	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed}
 }
@@ -174,14 +173,5 @@ func (q *QueueDelay) Run(ctx context.Context) {
 		q.lastAt = time.Now()
 	}
 	q.mu.Unlock()
-	t := time.NewTicker(q.cfg.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			q.SampleAt(now)
-		}
-	}
+	ticks(ctx, q.cfg.interval, q.SampleAt)
 }

@@ -78,7 +78,7 @@ func TestQueueDelaySmoothingAndOptions(t *testing.T) {
 		opt  QueueOption
 		want string
 	}{
-		{WithQueueTarget(0), "WithQueueTarget(0s)"},
+		{WithQueueTarget(-time.Millisecond), "WithQueueTarget(-1ms)"},
 		{WithQueueInterval(time.Millisecond), "WithQueueInterval(1ms)"},
 		{WithQueueSmoothing(2 * time.Minute), "WithQueueSmoothing(2m0s)"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // schedMetric is the runtime/metrics histogram of the time goroutines spend
@@ -36,7 +37,7 @@ type SchedLatency struct {
 	mu      sync.Mutex
 	prev    []uint64
 	lastAt  time.Time
-	smooth  ewma
+	avg     smooth.EWMA
 	reading SchedReading
 }
 
@@ -57,50 +58,47 @@ type SchedOption func(*schedConfig, *checker)
 // (five of Go's 10 ms preemption slices: requests that burn more than
 // 10 ms of CPU each lengthen the run queue wait even at moderate load, so
 // keep the target above twice the longest CPU-bound request); range
-// (0, 10s].
+// (0, 10s]; 0 means the default.
 func WithSchedTarget(d time.Duration) SchedOption {
 	return func(c *schedConfig, ch *checker) {
-		if d <= 0 || d > 10*time.Second {
-			ch.bad("WithSchedTarget(%v): must be in (0, 10s]", d)
+		if d == 0 {
+			return
 		}
+		ch.check(d > 0 && d <= 10*time.Second, "WithSchedTarget", "must be in (0, 10s] (0 means the default, 50ms)", d)
 		c.target = d.Seconds()
 	}
 }
 
 // WithSchedPercentile sets the percentile of the per-period histogram.
-// Default 0.99; range (0, 1].
+// Default 0.99; range (0, 1]; 0 means the default.
 func WithSchedPercentile(p float64) SchedOption {
 	return func(c *schedConfig, ch *checker) {
-		if !(p > 0 && p <= 1) {
-			ch.bad("WithSchedPercentile(%v): must be in (0, 1]", p)
+		if p == 0 {
+			return
 		}
+		ch.check(p > 0 && p <= 1, "WithSchedPercentile", "must be in (0, 1] (0 means the default, 0.99)", p)
 		c.p = p
 	}
 }
 
 // WithSchedPeriod sets how often Run samples. Default 100ms; range
-// [10ms, 1m].
+// [10ms, 1m]; 0 means the default.
 func WithSchedPeriod(d time.Duration) SchedOption {
-	return func(c *schedConfig, ch *checker) { ch.period("WithSchedPeriod", d); c.period = d }
+	return func(c *schedConfig, ch *checker) { ch.period("WithSchedPeriod", d, &c.period) }
 }
 
 // WithSchedSmoothing sets the EWMA time constant applied to the per-period
 // percentile. Default 200ms; 0 disables smoothing; range [0, 1m].
 func WithSchedSmoothing(d time.Duration) SchedOption {
-	return func(c *schedConfig, ch *checker) { ch.smoothing("WithSchedSmoothing", d); c.tau = d }
+	return func(c *schedConfig, ch *checker) { ch.smoothing("WithSchedSmoothing", d, &c.tau) }
 }
 
 // WithSchedSource sets the reader of the cumulative scheduler latency
 // histogram (seconds). Default: runtime/metrics "/sched/latencies:seconds".
-// Tests inject a fake. The reader may reuse the histogram it returns; nil is
-// an error.
+// Tests inject a fake. The reader may reuse the histogram it returns; nil
+// restores the default.
 func WithSchedSource(read func() *metrics.Float64Histogram) SchedOption {
-	return func(c *schedConfig, ch *checker) {
-		if read == nil {
-			ch.bad("WithSchedSource(nil): need a reader")
-		}
-		c.read = read
-	}
+	return func(c *schedConfig, _ *checker) { c.read = read }
 }
 
 // NewSchedLatency returns a scheduler latency signal. It panics with a
@@ -116,7 +114,7 @@ func NewSchedLatency(opts ...SchedOption) *SchedLatency {
 	if cfg.read == nil {
 		cfg.read = runtimeSchedLatencies()
 	}
-	s := &SchedLatency{cfg: cfg, smooth: ewma{tau: cfg.tau}}
+	s := &SchedLatency{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	s.value.store(math.NaN())
 	s.reading = SchedReading{Value: math.NaN(), Raw: math.NaN()}
 	return s
@@ -202,7 +200,7 @@ func (s *SchedLatency) SampleAt(now time.Time) {
 	if first {
 		return
 	}
-	v := s.smooth.update(raw, dt)
+	v := s.avg.Update(raw, dt)
 	s.value.store(v)
 	s.reading = SchedReading{Time: now, Value: v, Raw: raw, Count: total}
 }

@@ -1,9 +1,9 @@
 package pressure
 
 import (
+	"fmt"
 	"math"
 	"runtime/metrics"
-	"strings"
 	"testing"
 	"time"
 )
@@ -109,27 +109,31 @@ func TestSchedBadOptions(t *testing.T) {
 		opt  SchedOption
 		want string
 	}{
-		{WithSchedTarget(0), "WithSchedTarget(0s)"},
-		{WithSchedTarget(time.Minute), "WithSchedTarget(1m0s)"},
-		{WithSchedPercentile(0), "WithSchedPercentile(0)"},
-		{WithSchedPercentile(1.5), "WithSchedPercentile(1.5)"},
-		{WithSchedPercentile(math.NaN()), "WithSchedPercentile(NaN)"},
-		{WithSchedPeriod(0), "WithSchedPeriod(0s)"},
-		{WithSchedSmoothing(-1), "WithSchedSmoothing(-1ns)"},
-		{WithSchedSource(nil), "WithSchedSource(nil)"},
+		{WithSchedTarget(-time.Millisecond), "WithSchedTarget(-1ms): must be in (0, 10s] (0 means the default, 50ms)"},
+		{WithSchedTarget(time.Minute), "WithSchedTarget(1m0s): must be in (0, 10s] (0 means the default, 50ms)"},
+		{WithSchedPercentile(-0.5), "WithSchedPercentile(-0.5): must be in (0, 1] (0 means the default, 0.99)"},
+		{WithSchedPercentile(1.5), "WithSchedPercentile(1.5): must be in (0, 1] (0 means the default, 0.99)"},
+		{WithSchedPercentile(math.NaN()), "WithSchedPercentile(NaN): must be in (0, 1] (0 means the default, 0.99)"},
+		{WithSchedPeriod(time.Millisecond), "WithSchedPeriod(1ms): must be in [10ms, 1m] (0 means the default, 100ms)"},
+		{WithSchedSmoothing(-1), "WithSchedSmoothing(-1ns): must be in [0, 1m] (0 means none)"},
 	}
 	for _, tt := range tests {
 		got := panicMessage(func() { NewSchedLatency(tt.opt) })
-		if !strings.HasPrefix(got, "pressure: "+tt.want) {
-			t.Errorf("NewSchedLatency(%s) panicked with %q; want %q", tt.want, got, "pressure: "+tt.want)
+		if want := "pressure: " + tt.want; got != want {
+			t.Errorf("NewSchedLatency panicked with %q; want %q", got, want)
 		}
+	}
+	s := NewSchedLatency(WithSchedTarget(0), WithSchedPercentile(0), WithSchedPeriod(0), WithSchedSource(nil))
+	if s.Target() != 0.05 || s.cfg.p != 0.99 || s.Period() != 100*time.Millisecond || s.cfg.read == nil {
+		t.Errorf("zero options: target %v percentile %v period %v reader %v; want the defaults", s.Target(), s.cfg.p, s.Period(), s.cfg.read != nil)
 	}
 }
 
+// panicMessage returns what f panicked with, formatted; "" if it did not.
 func panicMessage(f func()) (msg string) {
 	defer func() {
 		if r := recover(); r != nil {
-			msg, _ = r.(string)
+			msg = fmt.Sprint(r)
 		}
 	}()
 	f()

@@ -2,10 +2,11 @@ package pressure
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // atomicFloat is a float64 read by the controller while the sampler writes it.
@@ -14,25 +15,6 @@ type atomicFloat struct{ bits atomic.Uint64 }
 func (f *atomicFloat) load() float64   { return math.Float64frombits(f.bits.Load()) }
 func (f *atomicFloat) store(v float64) { f.bits.Store(math.Float64bits(v)) }
 
-// ewma is an exponentially weighted moving average with a time constant:
-// after a step change the average has moved 63% of the way in tau. Samples
-// at uneven intervals weigh by their duration. tau = 0 means no smoothing.
-type ewma struct {
-	tau  time.Duration
-	v    float64
-	init bool
-}
-
-func (e *ewma) update(x float64, dt time.Duration) float64 {
-	if !e.init || e.tau <= 0 {
-		e.v, e.init = x, true
-		return e.v
-	}
-	alpha := 1 - math.Exp(-float64(dt)/float64(e.tau))
-	e.v += alpha * (x - e.v)
-	return e.v
-}
-
 // run calls sample with the tick time every period until ctx is done; the
 // first sample is taken at once.
 func run(ctx context.Context, period time.Duration, sample func(time.Time)) {
@@ -40,6 +22,11 @@ func run(ctx context.Context, period time.Duration, sample func(time.Time)) {
 		return
 	}
 	sample(time.Now())
+	ticks(ctx, period, sample)
+}
+
+// ticks calls sample with the tick time every period until ctx is done.
+func ticks(ctx context.Context, period time.Duration, sample func(time.Time)) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -52,39 +39,39 @@ func run(ctx context.Context, period time.Duration, sample func(time.Time)) {
 	}
 }
 
-// checker collects option errors.
-type checker struct{ errs []error }
+// checker collects the first option value out of its documented range
+// (levee's convention, see the package documentation): NewCPU returns it
+// as its error, the constructors that cannot otherwise fail panic with it.
+type checker struct{ err error }
 
-func (c *checker) bad(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf("pressure: "+format, args...))
-}
-
-func (c *checker) err() error {
-	if len(c.errs) == 0 {
-		return nil
+// check records the option error unless ok.
+func (c *checker) check(ok bool, name, want string, v any) {
+	if !ok && c.err == nil {
+		c.err = option.New("pressure", name, want, v)
 	}
-	return c.errs[0]
 }
 
-// mustValid panics with the first option error: the constructors whose
-// signature has no error treat an out-of-range option as a programming
-// error, as time.NewTicker does.
+// mustValid panics with the option error, if any.
 func (c *checker) mustValid() {
-	if err := c.err(); err != nil {
-		panic(err.Error())
+	if c.err != nil {
+		panic(c.err)
 	}
 }
 
-func (c *checker) period(name string, d time.Duration) {
-	if d < 10*time.Millisecond || d > time.Minute {
-		c.bad("%s(%v): must be in [10ms, 1m]", name, d)
+// period sets *dst to a sampling period d in [10ms, 1m]; 0 keeps the
+// default.
+func (c *checker) period(name string, d time.Duration, dst *time.Duration) {
+	if d == 0 {
+		return
 	}
+	c.check(d >= 10*time.Millisecond && d <= time.Minute, name, "must be in [10ms, 1m] (0 means the default, 100ms)", d)
+	*dst = d
 }
 
-func (c *checker) smoothing(name string, d time.Duration) {
-	if d < 0 || d > time.Minute {
-		c.bad("%s(%v): must be in [0, 1m]", name, d)
-	}
+// smoothing sets *dst to a time constant d in [0, 1m]; 0 means none.
+func (c *checker) smoothing(name string, d time.Duration, dst *time.Duration) {
+	c.check(d >= 0 && d <= time.Minute, name, "must be in [0, 1m] (0 means none)", d)
+	*dst = d
 }
 
 // tooSoon reports whether a sample at now comes less than half a period
@@ -94,4 +81,21 @@ func (c *checker) smoothing(name string, d time.Duration) {
 // microseconds, all noise. The skipped time is covered by the next sample.
 func tooSoon(now, last time.Time, period time.Duration) bool {
 	return now.Sub(last) < period/2
+}
+
+// advance moves a sampler's clock *last to now and returns the time the
+// sample at now covers: period for the first sample. It reports false and
+// leaves *last alone for a sample too soon after the previous one (see
+// tooSoon); the next sample covers its time.
+func advance(last *time.Time, now time.Time, period time.Duration) (dt time.Duration, ok bool) {
+	switch {
+	case last.IsZero():
+		dt = period
+	case tooSoon(now, *last, period):
+		return 0, false
+	default:
+		dt = now.Sub(*last)
+	}
+	*last = now
+	return dt, true
 }

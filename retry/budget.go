@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/internal/epoch"
+	"github.com/levee-dev/levee/internal/option"
 )
 
 // Budget limits retries across many calls, so that a struggling dependency
@@ -68,44 +71,40 @@ type budgetConfig struct {
 	floorWindow time.Duration
 }
 
-// BudgetOption configures NewBudget.
+// BudgetOption configures NewBudget. An out-of-range value makes NewBudget
+// panic (see the package documentation).
 type BudgetOption func(*budgetConfig)
 
-// WithRatio sets the share of requests that may be retried (default 0.1)
-// over window (default 10s, rounded to tenths). ratio 0 disables the ratio
-// part, leaving only the floor: NewBudget(WithRatio(0, 0)) is the founding
-// text's "60 per minute, then fail at once". Negative or NaN ratios count as
-// 0; a window ≤ 0 keeps the default.
+// WithRatio sets the share of requests that may be retried (default 0.1;
+// range [0, 1]) over window (default 10s; range [100ms, 24h], rounded to
+// tenths; 0 means the default). ratio 0 disables the ratio part, leaving
+// only the floor: NewBudget(WithRatio(0, 0)) is the founding text's "60 per
+// minute, then fail at once".
 func WithRatio(ratio float64, window time.Duration) BudgetOption {
 	return func(c *budgetConfig) {
-		if !(ratio > 0) {
-			ratio = 0
-		}
+		option.Check(ratio >= 0 && ratio <= 1, "retry", "WithRatio", "ratio must be in [0, 1]", ratio, window)
 		c.ratio = ratio
-		if window > 0 {
-			c.window = window
-		}
+		option.Set(&c.window, window, window >= 100*time.Millisecond && window <= 24*time.Hour, "retry", "WithRatio",
+			"window must be in [100ms, 24h] (0 means the default, 10s)", ratio, window)
 	}
 }
 
-// WithFloor sets the floor: n retries (default 60) in any window of length
-// per (default 1 minute) are allowed whatever the ratio says. n ≤ 0
-// disables the floor; per ≤ 0 keeps the default. The floor keeps n grant
-// times, so n costs 8 bytes each.
+// WithFloor sets the floor: n retries (default 60; range [0, 1e6]) in any
+// window of length per (default 1 minute; range [1ms, 24h]; 0 means the
+// default) are allowed whatever the ratio says. n 0 disables the floor.
+// The floor keeps n grant times, so n costs 8 bytes each.
 func WithFloor(n int, per time.Duration) BudgetOption {
 	return func(c *budgetConfig) {
-		if n < 0 {
-			n = 0
-		}
+		option.Check(n >= 0 && n <= 1e6, "retry", "WithFloor", "n must be in [0, 1e6]", n, per)
 		c.floor = n
-		if per > 0 {
-			c.floorWindow = per
-		}
+		option.Set(&c.floorWindow, per, per >= time.Millisecond && per <= 24*time.Hour, "retry", "WithFloor",
+			"per must be in [1ms, 24h] (0 means the default, 1m)", n, per)
 	}
 }
 
 // NewBudget returns a Budget; with no options it allows retries up to 10% of
-// requests over 10 s plus 60 per minute.
+// requests over 10 s plus 60 per minute. It panics on an option value out
+// of its documented range, a programming error.
 func NewBudget(opts ...BudgetOption) *Budget {
 	c := budgetConfig{ratio: 0.1, window: 10 * time.Second, floor: 60, floorWindow: time.Minute}
 	for _, o := range opts {
@@ -143,12 +142,8 @@ var unlimited = &Budget{unlimited: true}
 // the simulator. Do not use it in production.
 func Unlimited() *Budget { return unlimited }
 
-// micros returns t as microseconds since 1970, valid for every year from 1
-// to 9999 (UnixNano overflows outside 1678..2262).
-func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
-
 func (b *Budget) bucket(e int64) *budgetBucket {
-	x := &b.ring[((e%ratioBuckets)+ratioBuckets)%ratioBuckets]
+	x := &b.ring[epoch.Slot(e, ratioBuckets)]
 	if ep := x.epoch.Load(); ep != e && (ep == emptySlot || ep < e) && x.epoch.CompareAndSwap(ep, e) {
 		x.req.Store(0)
 		x.ret.Store(0)
@@ -167,7 +162,7 @@ func (b *Budget) RequestAt(now time.Time) {
 	if b.ring == nil {
 		return
 	}
-	b.bucket(floorDiv(micros(now), b.bucketUs)).req.Add(1)
+	b.bucket(epoch.Bucket(epoch.Micros(now), b.bucketUs)).req.Add(1)
 }
 
 // TryRetryAt reports whether a retry may be sent at now and, if so, counts
@@ -180,9 +175,9 @@ func (b *Budget) TryRetryAt(now time.Time) bool {
 	if b.unlimited {
 		return true
 	}
-	us := micros(now)
+	us := epoch.Micros(now)
 	if b.ring != nil {
-		e := floorDiv(us, b.bucketUs)
+		e := epoch.Bucket(us, b.bucketUs)
 		if b.closedAt.Load() != e {
 			b.sumClosed(e)
 		}
@@ -228,14 +223,6 @@ func (b *Budget) sumClosed(e int64) {
 	b.closedReq.Store(req)
 	b.closedRet.Store(ret)
 	b.closedAt.Store(e)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // Request is RequestAt(time.Now()).

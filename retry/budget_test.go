@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -273,5 +275,42 @@ func TestBudgetAcrossTheEpoch(t *testing.T) {
 	}
 	if granted < 990 || granted > 1000 {
 		t.Errorf("%d retries for 10000 requests across 1970, want ≈ 1000", granted)
+	}
+}
+
+func TestBudgetOptionsOutOfRangePanic(t *testing.T) {
+	tests := []struct {
+		opt  BudgetOption
+		want string
+	}{
+		{WithRatio(-0.1, 0), "retry: WithRatio(-0.1, 0s): ratio must be in [0, 1]"},
+		{WithRatio(math.NaN(), 0), "retry: WithRatio(NaN, 0s): ratio must be in [0, 1]"},
+		{WithRatio(1.5, 0), "retry: WithRatio(1.5, 0s): ratio must be in [0, 1]"},
+		{WithRatio(0.1, -time.Second), "retry: WithRatio(0.1, -1s): window must be in [100ms, 24h] (0 means the default, 10s)"},
+		{WithRatio(0.1, time.Millisecond), "retry: WithRatio(0.1, 1ms): window must be in [100ms, 24h] (0 means the default, 10s)"},
+		{WithFloor(-1, 0), "retry: WithFloor(-1, 0s): n must be in [0, 1e6]"},
+		{WithFloor(60, -time.Minute), "retry: WithFloor(60, -1m0s): per must be in [1ms, 24h] (0 means the default, 1m)"},
+	}
+	for _, tt := range tests {
+		got := func() (msg string) {
+			defer func() { msg = fmt.Sprint(recover()) }()
+			NewBudget(tt.opt)
+			return "no panic"
+		}()
+		if got != tt.want {
+			t.Errorf("NewBudget: panic %q, want %q", got, tt.want)
+		}
+	}
+}
+
+func TestBudgetOptionsZero(t *testing.T) {
+	b := NewBudget(WithRatio(0.1, 0), WithFloor(60, 0))
+	d := NewBudget()
+	if b.bucketUs != d.bucketUs || b.floorUs != d.floorUs || len(b.log) != len(d.log) || b.ratio != d.ratio {
+		t.Errorf("zero windows: bucket %dµs floor window %dµs floor %d ratio %v, want the defaults %dµs %dµs %d %v",
+			b.bucketUs, b.floorUs, len(b.log), b.ratio, d.bucketUs, d.floorUs, len(d.log), d.ratio)
+	}
+	if b := NewBudget(WithRatio(0, 0), WithFloor(0, 0)); b.ring != nil || b.log != nil {
+		t.Errorf("ratio 0 and floor 0: ring %d log %d, want both off", len(b.ring), len(b.log))
 	}
 }

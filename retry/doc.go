@@ -38,4 +38,24 @@
 // source makes every decision reproducible. Transports set
 // Policy.NotIdempotent per request (a POST without an idempotency key) and
 // wrap errors that prove nothing was sent with Unsent.
+//
+// # Bad values
+//
+// NewBudget's options follow levee's one convention: an option not given,
+// or given zero where zero is outside its range (a window), means its
+// documented default; a value inside the range is taken as given (ratio 0
+// or floor 0 turns that part off); any other value is a programming error,
+// and NewBudget panics with a message naming the option, the value and the
+// range, as time.NewTicker does. Policy is a plain value read on every
+// call, where a panic would fail a request rather than a start-up: its
+// zero fields mean the defaults, and each field documents what an
+// out-of-range value counts as.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), retry is a
+// policy: it imports the standard library, package levee and the internal
+// leaves only; the client adapters (leveehttp's Transport, leveegrpc's client
+// interceptors) and the simulator in tools/ drive it.
 package retry

@@ -83,10 +83,13 @@ type Policy struct {
 	Multiplier float64
 	// Jitter randomizes each wait; the zero value is FullJitter.
 	Jitter Jitter
-	// AttemptTimeout bounds each attempt (Do only); 0 means no per-attempt
-	// bound beyond the overall deadline. An attempt that runs out of its
-	// own time while the call has time left is retryable when the call is
-	// idempotent.
+	// AttemptTimeout bounds each attempt; 0 means no per-attempt bound
+	// beyond the overall deadline. Do and levee's transports (leveehttp's
+	// Transport, leveegrpc's client interceptors) give each attempt the
+	// earlier of the call's deadline and now + AttemptTimeout; Attempts
+	// only steps the decisions, so a caller driving it applies the bound
+	// itself. An attempt that runs out of its own time while the call has
+	// time left is retryable when the call is idempotent.
 	AttemptTimeout time.Duration
 	// Timeout bounds the whole call when the context has no deadline;
 	// 0 means DefaultTimeout. A context deadline always wins.
@@ -115,19 +118,9 @@ func (p *Policy) maxAttempts() int {
 	return p.MaxAttempts
 }
 
-func (p *Policy) base() time.Duration {
-	if p.Base <= 0 {
-		return DefaultBase
-	}
-	return p.Base
-}
+func (p *Policy) base() time.Duration { return orDefault(p.Base, DefaultBase) }
 
-func (p *Policy) cap() time.Duration {
-	if p.Cap <= 0 {
-		return DefaultCap
-	}
-	return p.Cap
-}
+func (p *Policy) cap() time.Duration { return orDefault(p.Cap, DefaultCap) }
 
 func (p *Policy) multiplier() float64 {
 	if !(p.Multiplier >= 1) || math.IsInf(p.Multiplier, 0) {
@@ -136,11 +129,15 @@ func (p *Policy) multiplier() float64 {
 	return p.Multiplier
 }
 
-func (p *Policy) timeout() time.Duration {
-	if p.Timeout <= 0 {
-		return DefaultTimeout
+func (p *Policy) timeout() time.Duration { return orDefault(p.Timeout, DefaultTimeout) }
+
+// orDefault is the rule of Policy's durations: zero (or below) means the
+// default.
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
 	}
-	return p.Timeout
+	return d
 }
 
 func (p *Policy) budget() *Budget {

@@ -3,6 +3,8 @@ package throttle
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/levee-dev/levee/internal/epoch"
 )
 
 // coarse is the real-time clock behind Allow and Accept. Reading the system
@@ -34,7 +36,7 @@ func (c *coarse) now() int64 {
 		}
 		return c.us.Load()
 	}
-	us := micros(time.Now())
+	us := epoch.Micros(time.Now())
 	c.us.Store(us)
 	c.used.Store(true)
 	if c.running.CompareAndSwap(false, true) {
@@ -48,7 +50,7 @@ func (c *coarse) run() {
 	defer tk.Stop()
 	idle := 0
 	for range tk.C {
-		c.us.Store(micros(time.Now()))
+		c.us.Store(epoch.Micros(time.Now()))
 		if c.used.Swap(false) {
 			idle = 0
 			continue

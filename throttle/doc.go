@@ -127,4 +127,22 @@
 //
 // Group keeps one Throttle per backend key in bounded memory; Stats exports
 // the counters for metrics.
+//
+// # Options
+//
+// Options follow levee's one convention for bad values: an option not
+// given, or given zero where zero is outside its range (K, the window, the
+// Group's size), means its documented default; a value inside the range
+// is taken as given (WithRecovery(0) turns the recent horizon off); any
+// other value is a programming error, and New or NewGroup panics with a
+// message naming the option, the value and the range, as time.NewTicker
+// does. Check values that come from users where they are read.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), throttle is a
+// policy: it imports the standard library, package levee and the internal
+// leaves only; the client adapters and the simulator in tools/ drive it, and
+// leveeprom exports its counters.
 package throttle

@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -15,6 +16,12 @@ func FuzzThrottle(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte, k float64, startSec int64) {
 		if startSec < -62135596800 || startSec > 253402300799 { // years 1..9999
 			startSec = 0
+		}
+		if k != 0 && !(k >= 1 && !math.IsInf(k, 0)) {
+			if !panics(func() { New(WithK(k)) }) {
+				t.Fatalf("New(WithK(%v)) did not panic", k)
+			}
+			return
 		}
 		th := New(WithK(k))
 		now := time.Unix(startSec, 0)

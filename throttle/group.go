@@ -19,7 +19,8 @@ type Group struct {
 	mu  sync.Mutex
 }
 
-// NewGroup returns an empty Group whose throttles use opts.
+// NewGroup returns an empty Group whose throttles use opts. It panics on
+// an option value out of its documented range, as New does.
 func NewGroup(opts ...Option) *Group {
 	g := &Group{cfg: newConfig(opts)}
 	m := map[string]*Throttle{}

@@ -42,7 +42,8 @@ func Formula(k, load float64) Steady {
 // Load×Capacity requests per second, evenly spaced or as a Poisson process,
 // all of criticality Critical, and responses arrive at once.
 type Scenario struct {
-	// K is the throttle's K; 0 means DefaultK.
+	// K is the throttle's K; 0 means DefaultK. Out of WithK's range
+	// Simulate panics, as New does.
 	K float64
 	// Load is the offered rate over the capacity; 0 means 10.
 	Load float64

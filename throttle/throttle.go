@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/epoch"
+	"github.com/levee-dev/levee/internal/option"
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // Defaults of New.
@@ -47,36 +50,41 @@ type config struct {
 	maxKeys  int
 }
 
-// Option configures New and NewGroup.
+// Option configures New and NewGroup. An out-of-range value makes New or
+// NewGroup panic (see the package documentation).
 type Option func(*config)
 
 // WithK sets K (default 2): the client sends up to K times the requests the
 // backend accepted, so the backend still sees K·accepts and learns quickly
 // when it recovers. 1.1 is aggressive (the backend rejects ≈9% of what
-// reaches it), 2 the general default (≈50%). Values below 1 (which would
-// throttle a healthy backend), NaN and infinities count as the default.
+// reaches it), 2 the general default (≈50%). Range [1, +Inf) (below 1 a
+// healthy backend would be throttled); 0 means the default.
 func WithK(k float64) Option {
 	return func(c *config) {
-		if k >= 1 && !math.IsInf(k, 0) {
-			c.k = k
-		}
+		option.Set(&c.k, k, k >= 1 && !math.IsInf(k, 0), "throttle", "WithK", "must be in [1, +Inf) (0 means the default, 2)")
 	}
 }
 
 // WithWindow sets the long window over which requests and accepts are
 // counted (default 2 minutes, the SRE book's). It is a sliding window of 24
-// buckets. Values below 2.4 s are raised to 2.4 s.
+// buckets. Range [2.4s, 24h]; 0 means the default.
 func WithWindow(d time.Duration) Option {
-	return func(c *config) { c.window = max(d, longBuckets*tick) }
+	return func(c *config) {
+		option.Set(&c.window, d, d >= longBuckets*tick && d <= 24*time.Hour, "throttle", "WithWindow", "must be in [2.4s, 24h] (0 means the default, 2m)")
+	}
 }
 
 // WithRecovery sets the time constant of the recent horizon (default 1 s).
 // A local rejection needs both the long window and the recent horizon to
 // call for it, so once the backend accepts again rejections fade within a
-// few time constants instead of the long window's tens of seconds. d ≤ 0
-// disables it: the plain SRE throttle on the long window alone.
+// few time constants instead of the long window's tens of seconds. Range
+// [0, 1h]; 0 turns the recent horizon off: the plain SRE throttle on the
+// long window alone.
 func WithRecovery(d time.Duration) Option {
-	return func(c *config) { c.recovery = max(d, 0) }
+	return func(c *config) {
+		option.Check(d >= 0 && d <= time.Hour, "throttle", "WithRecovery", "must be in [0, 1h] (0 turns the recent horizon off)", d)
+		c.recovery = d
+	}
 }
 
 // WithSeed sets the seed of the counter-based random decisions (default 0):
@@ -85,10 +93,12 @@ func WithSeed(seed uint64) Option {
 	return func(c *config) { c.seed = seed }
 }
 
-// WithMaxKeys bounds the number of throttles a Group keeps (default 1024;
-// values below 1 count as 1). Used by NewGroup only.
+// WithMaxKeys bounds the number of throttles a Group keeps (default 1024).
+// Range [1, 1e6]; 0 means the default. Used by NewGroup only.
 func WithMaxKeys(n int) Option {
-	return func(c *config) { c.maxKeys = max(n, 1) }
+	return func(c *config) {
+		option.Set(&c.maxKeys, n, n >= 1 && n <= 1e6, "throttle", "WithMaxKeys", "must be in [1, 1e6] (0 means the default, 1024)")
+	}
 }
 
 func newConfig(opts []Option) config {
@@ -126,7 +136,7 @@ type Throttle struct {
 	seed     uint64
 	tickUs   int64
 	longUs   int64
-	recovery float64 // recent-horizon time constant in ticks; 0 = disabled
+	recovery time.Duration // recent-horizon time constant; 0 = disabled
 
 	// Read on every call, written once per tick: kept apart from the
 	// counters every call writes.
@@ -158,7 +168,8 @@ type state struct {
 }
 
 // New returns a Throttle with K 2, a 2-minute window and a 1-second recovery
-// horizon unless options say otherwise.
+// horizon unless options say otherwise. It panics on an option value out
+// of its documented range, a programming error.
 func New(opts ...Option) *Throttle {
 	return newThrottle(newConfig(opts))
 }
@@ -170,9 +181,7 @@ func newThrottle(c config) *Throttle {
 		tickUs: tick.Microseconds(),
 		longUs: (c.window / longBuckets).Microseconds(),
 	}
-	if c.recovery > 0 {
-		t.recovery = float64(c.recovery) / float64(tick)
-	}
+	t.recovery = c.recovery
 	t.next.Store(math.MinInt64)
 	return t
 }
@@ -183,9 +192,6 @@ var errThrottled = &levee.RejectedError{Reason: levee.Throttled}
 // *levee.RejectedError{Reason: levee.Throttled}: errors.Is(err,
 // levee.ErrThrottled) matches it. Do not modify it.
 var ErrThrottled error = errThrottled
-
-// micros returns t as microseconds since 1970 for every year 1..9999.
-func micros(t time.Time) int64 { return t.Unix()*1e6 + int64(t.Nanosecond()/1e3) }
 
 func idx(c levee.Criticality) int {
 	if !c.Valid() {
@@ -205,7 +211,7 @@ func (t *Throttle) AllowAt(now time.Time, c levee.Criticality) error {
 	if t == nil {
 		return nil
 	}
-	return t.allow(micros(now), idx(c))
+	return t.allow(epoch.Micros(now), idx(c))
 }
 
 func (t *Throttle) allow(us int64, i int) error {
@@ -236,7 +242,7 @@ func (t *Throttle) DoneAt(now time.Time, c levee.Criticality, accepted bool) {
 	if t == nil {
 		return
 	}
-	t.done(micros(now), idx(c), accepted)
+	t.done(epoch.Micros(now), idx(c), accepted)
 }
 
 func (t *Throttle) done(us int64, i int, accepted bool) {
@@ -273,7 +279,7 @@ func (t *Throttle) RejectProbabilityAt(now time.Time, c levee.Criticality) float
 	if t == nil {
 		return 0
 	}
-	if us := micros(now); us >= t.next.Load() {
+	if us := epoch.Micros(now); us >= t.next.Load() {
 		t.fold(us)
 	}
 	return math.Ldexp(float64(t.thresh[idx(c)].Load()), -64)
@@ -291,19 +297,19 @@ func (t *Throttle) fold(us int64) {
 		return
 	}
 	st := &t.st
-	tk := floorDiv(us, t.tickUs)
-	li := floorDiv(us, t.longUs)
+	tk := epoch.Bucket(us, t.tickUs)
+	li := epoch.Bucket(us, t.longUs)
 	if !st.started {
 		st.started, st.tick, st.longIdx, st.first = true, tk, li, tk
 	}
 	elapsed := max(tk-st.tick, 0)
 	decay := 0.0
 	if t.recovery > 0 {
-		decay = math.Exp(-float64(elapsed) / t.horizon(tk))
+		decay = smooth.Decay(time.Duration(elapsed)*tick, t.horizon(tk))
 	}
 	if li > st.longIdx {
 		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
-			b := int((j%longBuckets + longBuckets) % longBuckets)
+			b := epoch.Slot(j, longBuckets)
 			for c := range st.longR[b] {
 				st.sumR[c] -= st.longR[b][c]
 				st.sumA[c] -= st.longA[b][c]
@@ -312,7 +318,7 @@ func (t *Throttle) fold(us int64) {
 		}
 		st.longIdx = li
 	}
-	b := int((li%longBuckets + longBuckets) % longBuckets)
+	b := epoch.Slot(li, longBuckets)
 	for c := range t.crit {
 		// Requests count when their outcome is known: local rejections
 		// now, sent requests when reported. Read done before acc: an
@@ -366,12 +372,11 @@ func (st *state) backendAcceptsAll() bool {
 	return sent >= minSent && sent-acc < 0.5
 }
 
-// horizon returns the recent horizon's time constant in ticks: the
-// configured one, stretched so that it holds about minEvidence accepts at
+// horizon returns the recent horizon's time constant: the configured one, stretched so that it holds about minEvidence accepts at
 // the long window's accept rate. A backend that accepts only a few requests
 // a second would otherwise leave the recent estimate so noisy that taking
 // the smaller of the two estimates would bias the steady state upward.
-func (t *Throttle) horizon(tk int64) float64 {
+func (t *Throttle) horizon(tk int64) time.Duration {
 	st := &t.st
 	var a float64
 	for c := range st.sumA {
@@ -381,7 +386,7 @@ func (t *Throttle) horizon(tk int64) float64 {
 	if a <= 0 {
 		return t.recovery
 	}
-	return max(t.recovery, minEvidence*span/a)
+	return max(t.recovery, time.Duration(minEvidence*span/a*float64(tick)))
 }
 
 // ladder applies the SRE formula to the sum over criticalities — the
@@ -395,7 +400,7 @@ func ladder(r, a *[levee.NumCriticalities]float64, k, slack float64) (p [levee.N
 		at += a[c]
 	}
 	d := rt - k*at + slack*rt
-	for _, c := range levee.ByRank {
+	for _, c := range levee.Criticalities() {
 		if d <= 0 {
 			break
 		}
@@ -415,14 +420,6 @@ func threshold(p float64) uint64 {
 		return math.MaxUint64
 	}
 	return uint64(x)
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
-	}
-	return q
 }
 
 // Stats are a Throttle's counters, for metrics. Counters are cumulative

@@ -22,4 +22,10 @@
 // LEVEE_BENCH_PROGRESS=1 (the generator's progress once a second). The log
 // prints, for every levee run, its controller's shed level, admitted
 // fraction and signals second by second.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands) the bench/ module sits beside the commands, at the top: it
+// imports levee's adapters and tools/loopback together with its peers
+// (failsafe-go, aegis), in a module of its own outside the workspace, so that
+// neither the library nor the tools carry the peers' dependencies.
 package goodput

@@ -15,6 +15,7 @@ import (
 	"github.com/levee-dev/levee/tools/backend"
 	"github.com/levee-dev/levee/tools/loadgen"
 	"github.com/levee-dev/levee/tools/loopback"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // The schedule, in multiples of the measured capacity: a warm-up every
@@ -32,7 +33,7 @@ func schedule(c float64) []loadgen.Phase {
 
 // recoveryPhase is the length of the 0.5× phases; recovery is the time
 // from an overload's end until the server answers ≥ 95% of the 0.5× load
-// in time over a whole second (loopback.ServerRecovery with a 1 s hold),
+// in time over a whole second (report.Run.ServerRecoveryAfter with a 1 s hold),
 // so it is measured up to recoveryPhase − 1 s.
 const recoveryPhase = 4 * time.Second
 
@@ -79,6 +80,8 @@ type workResult struct {
 	Peak     float64       `json:"peak_rps"`
 	Lines    []line        `json:"lines"`
 	LeveeLog []string      `json:"levee_log"`
+	// Runs are the runs in levee's one report schema.
+	Runs []report.Run `json:"runs"`
 }
 
 func TestGoodput(t *testing.T) {
@@ -229,26 +232,29 @@ func runWork(ctx context.Context, t *testing.T, work time.Duration, order []stri
 		if err != nil {
 			t.Fatalf("%v %s: %v", work, prot, err)
 		}
+		run := res.Run("")
+		run.CapacityRPS = closed
+		wr.Runs = append(wr.Runs, run)
 		if prot == none {
-			wr.Peak = max(wr.Peak, loopback.PeakServed(res.Server.Series))
+			wr.Peak = max(wr.Peak, report.BestSecond(run.Series.Instances[0].ServedRPS, run.Series.BucketS))
 		}
-		late := loopback.LateShare(res.Server.Series)
 		for _, o := range overloads {
 			ph := res.Load.Phases[o.phase]
+			rp := run.Phases[o.phase]
 			from, to := res.Load.Start.Add(ph.Offset), res.Load.Start.Add(ph.Offset+ph.Duration)
 			cpu, _ := trace.used(from, to)
 			l := line{
 				Work: work, Protection: prot, Load: o.label,
-				Goodput:   ph.Rate(ph.Goodput),
+				Goodput:   rp.GoodputRPS,
 				P99:       ph.P99,
 				Rejected:  serverSum(res, res.Server.Series.Rejected, from, to) / ph.Duration.Seconds(),
 				Recovery:  -1,
 				CPUBusy:   cpu / ph.Duration.Seconds(),
-				Late:      late,
-				Attempts:  float64(ph.Attempted) / float64(max(ph.Offered, 1)),
-				GenErrors: res.Load.GenErrors,
+				Late:      run.WastedWorkShare,
+				Attempts:  ratio(rp.AttemptedRPS, rp.OfferedRPS),
+				GenErrors: run.GeneratorErrors,
 			}
-			if s, ok := loopback.ServerRecovery(res, o.phase, time.Second); ok {
+			if s, ok := run.ServerRecoveryAfter(rp.Name, 1); ok {
 				l.Recovery = s
 			}
 			wr.Lines = append(wr.Lines, l)
@@ -311,6 +317,13 @@ func leveeLog(res *loopback.Result) []string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return a / b
+}
 
 var labels = map[string]string{
 	none:          "nothing",

@@ -7,4 +7,10 @@
 //
 // Every peer is configured as its documentation recommends; where a peer
 // needs to be pushed into rejecting, the benchmark says how.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands) the bench/ module sits beside the commands, at the top: it
+// imports levee's policies together with its peers, in a module of its own
+// outside the workspace, so that neither the library nor the tools carry the
+// peers' dependencies.
 package hotpath

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/levee-dev/levee/tools/backend"
 	"github.com/levee-dev/levee/tools/loadgen"
 	"github.com/levee-dev/levee/tools/loopback"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 type demoCmd struct {
@@ -55,29 +53,20 @@ const (
 	naiveRetries = 2
 )
 
-// demoJSON is the --json output, in DESIGN.md's report vocabulary.
-type demoJSON struct {
-	CapacityRPS float64   `json:"capacity_rps"`
-	Runs        []demoRun `json:"runs"`
-}
-
+// demoRun is one run of the demo: its report in the one schema, and the
+// backend's own diagnostics for the table (which signal drove shedding,
+// how long its timers stalled).
 type demoRun struct {
-	Name       string                 `json:"name"`
-	Protection string                 `json:"protection"`
-	Phases     []loopback.PhaseReport `json:"phases"`
-	RecoveryS  *float64               `json:"recovery_s"`
-
-	res            *loopback.Result
-	serverRecovery *float64 // serves ≥ 95% of the after phase's offered load
-	serverHealthy  *float64 // answers ≥ 95% of what reaches it in time
+	report.Run
+	server backend.Report
 }
 
-func (d demoCmd) Run() error {
-	if d.Repeat < 1 {
-		return errors.New("demo: --repeat must be at least 1")
+func (d demoCmd) Run(e *env) error {
+	if d.Repeat < 1 || d.Repeat > 100 {
+		return usagef("demo: --repeat %d out of [1, 100]", d.Repeat)
 	}
 	if d.Work <= 0 || d.Work > time.Second {
-		return errors.New("demo: --work must be in (0, 1s]")
+		return usagef("demo: --work %v out of (0, 1s]", d.Work)
 	}
 	plan := planDefault
 	if d.Quick {
@@ -86,9 +75,9 @@ func (d demoCmd) Run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Progress and notes go to stderr when stdout carries JSON.
-	log := io.Writer(os.Stdout)
+	log := e.stdout
 	if d.JSON {
-		log = os.Stderr
+		log = e.stderr
 	}
 
 	pl := loopback.Place()
@@ -129,39 +118,20 @@ func (d demoCmd) Run() error {
 			if err != nil {
 				return fmt.Errorf("demo: run %s: %w", cfg.Name, err)
 			}
-			r := demoRun{Name: cfg.Name, Protection: prot, Phases: loopback.Phases(res.Load), res: res}
-			if s, ok := loopback.ClientRecovery(res.Load, 0, 1); ok {
-				r.RecoveryS = &s
-			}
-			if s, ok := loopback.ServerRecovery(res, 1, 2*time.Second); ok {
-				r.serverRecovery = &s
-			}
-			if s, ok := loopback.ServerHealthy(res, 1, 2*time.Second); ok {
-				r.serverHealthy = &s
-			}
-			if res.Load.GenErrors > 0 || res.Load.MaxLag > 100*time.Millisecond {
-				fmt.Fprintf(log, "  note: %s: %d load generator errors, generator lagged up to %v behind schedule\n",
-					cfg.Name, res.Load.GenErrors, res.Load.MaxLag.Round(time.Millisecond))
-			}
-			if dir := os.Getenv("LEVEE_DEMO_DUMP"); dir != "" {
-				if b, err := json.Marshal(res); err == nil {
-					_ = os.WriteFile(filepath.Join(dir, cfg.Name+".json"), b, 0o644)
-				}
-			}
+			r := demoRun{Run: res.Run("spike"), server: res.Server}
+			r.CapacityRPS = report.Round(capRPS)
 			if !d.JSON {
-				fmt.Fprintf(log, "  %s server: %s\n", cfg.Name, serverLine(res))
+				fmt.Fprintf(log, "  %s server: %s\n", cfg.Name, serverLine(r))
 			}
 			runs = append(runs, r)
 		}
 	}
 
-	out := demoJSON{CapacityRPS: round1(capRPS), Runs: runs}
+	rep := demoReport(capRPS, d.Work, plan, runs)
 	var table strings.Builder
-	writeTable(&table, out, d.Repeat)
+	writeTable(&table, rep.CapacityRPS, runs, d.Repeat)
 	if d.JSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := writeJSON(e.stdout, rep); err != nil {
 			return err
 		}
 	} else {
@@ -169,7 +139,7 @@ func (d demoCmd) Run() error {
 		fmt.Fprint(log, table.String())
 	}
 	if d.HTML != "" {
-		if err := writeDemoHTML(d.HTML, out, d.Work, table.String()); err != nil {
+		if err := writeDemoHTML(d.HTML, rep, runs, table.String()); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 		fmt.Fprintf(log, "charts: %s\n", d.HTML)
@@ -177,28 +147,45 @@ func (d demoCmd) Run() error {
 	return nil
 }
 
+// demoReport is the demo's report in the one schema.
+func demoReport(capRPS float64, work time.Duration, plan demoPlan, runs []demoRun) *report.Report {
+	rep := &report.Report{
+		Tool:     "demo",
+		Scenario: "loopback overload",
+		Description: fmt.Sprintf("A CPU-bound HTTP backend (GOMAXPROCS=1, pinned to one CPU, %v of CPU per request, capacity %.0f req/s measured closed-loop) "+
+			"driven open-loop from a second process on the other CPU: normal %.1f× → spike %.1f× → after %.1f× of capacity. "+
+			"Unprotected: naive clients (%v per attempt, %d immediate retries, no budget, no throttling), no shedding on the server. "+
+			"levee: leveehttp.NewHandler with admit and the default pressure signals, clients through leveehttp.NewTransport, all defaults. "+
+			"Latency is measured from each request's scheduled time.",
+			work, capRPS, normalX, spikeX, afterX, naiveTimeout, naiveRetries),
+		DurationS:   report.Round((plan.normal + plan.spike + plan.after).Seconds()),
+		CapacityRPS: report.Round(capRPS),
+		Trigger:     "spike",
+	}
+	for _, r := range runs {
+		rep.Runs = append(rep.Runs, r.Run)
+		if r.GeneratorErrors > 0 || r.MaxLagS > 0.1 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: %d load generator errors, generator lagged up to %.0f ms behind schedule",
+				r.Name, r.GeneratorErrors, 1000*r.MaxLagS))
+		}
+	}
+	return rep
+}
+
 // serverLine summarises what the backend did in a run.
-func serverLine(res *loopback.Result) string {
-	s := res.Server.Series
-	var runs, late, ok, rej int64
-	for i := range s.Runs {
-		runs += s.Runs[i]
-		late += s.Late[i]
+func serverLine(r demoRun) string {
+	in := r.Instances[0]
+	line := fmt.Sprintf("%d handler runs finished after their client's deadline (%.0f%% of all), %d answered in time, %d rejected",
+		in.Wasted, 100*r.WastedWorkShare, in.Served, in.Rejected)
+	if len(in.RejectedBy) > 0 {
+		line += fmt.Sprintf(" %v", in.RejectedBy)
 	}
-	for i := range s.OK {
-		ok += s.OK[i]
-		rej += s.Rejected[i]
-	}
-	line := fmt.Sprintf("%d handler runs (%.0f%% after their client's deadline), %d 2xx, %d rejected", runs, 100*ratio(float64(late), float64(runs)), ok, rej)
-	if len(s.RejectedBy) > 0 {
-		line += fmt.Sprintf(" %v", s.RejectedBy)
-	}
-	if name, share := backend.Dominant(res.Server.ShedBy); name != "" {
+	if name, share := backend.Dominant(r.server.ShedBy); name != "" {
 		line += fmt.Sprintf(", shedding driven by %s (%.0f%%)", name, 100*share)
 	}
-	line += fmt.Sprintf("; used %.1fs of CPU, waited %.1fs for one", res.Server.CPU.Seconds(), res.Server.RunDelay.Seconds())
-	if res.Server.MaxStall > 0 {
-		line += fmt.Sprintf("; its timers ran late for %.1fs (longest gap %v)", res.Server.Stalled.Seconds(), res.Server.MaxStall.Round(time.Millisecond))
+	line += fmt.Sprintf("; used %.1fs of CPU, waited %.1fs for one", r.server.CPU.Seconds(), r.server.RunDelay.Seconds())
+	if r.server.MaxStall > 0 {
+		line += fmt.Sprintf("; its timers ran late for %.1fs (longest gap %v)", r.server.Stalled.Seconds(), r.server.MaxStall.Round(time.Millisecond))
 	}
 	return line
 }
@@ -220,8 +207,6 @@ func fmtDur(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
 }
 
-func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
-
 // column gathers one protection's runs for the table.
 type column struct {
 	runs []demoRun
@@ -240,7 +225,7 @@ func (c column) stat(f func(demoRun) (float64, bool)) string {
 	if len(xs) == 0 {
 		return "never"
 	}
-	med, lo, hi := loopback.Median(xs)
+	med, lo, hi := report.Median(xs)
 	s := num(med)
 	if len(c.runs) > 1 {
 		s += " [" + num(lo) + "–" + num(hi) + "]"
@@ -263,18 +248,27 @@ func num(x float64) string {
 	return fmt.Sprintf("%.2f", x)
 }
 
-func phase(r demoRun, name string) loopback.PhaseReport {
-	for _, p := range r.Phases {
-		if p.Name == name {
-			return p
-		}
-	}
-	return loopback.PhaseReport{}
+func phase(r demoRun, name string) report.Phase {
+	p, _ := r.Phase(name)
+	return p
 }
 
-func writeTable(w io.Writer, out demoJSON, repeat int) {
+// optional turns a figure that may be missing into a table cell's value.
+func optional(x *float64) (float64, bool) {
+	if x == nil {
+		return 0, false
+	}
+	return *x, true
+}
+
+// serverRecovery and serverHealthy are report.Run's server-side recovery
+// figures after the spike, over a 2 s hold.
+func serverRecovery(r demoRun) (float64, bool) { return r.ServerRecoveryAfter("spike", 2) }
+func serverHealthy(r demoRun) (float64, bool)  { return r.ServerHealthyAfter("spike", 2) }
+
+func writeTable(w io.Writer, capRPS float64, runs []demoRun, repeat int) {
 	cols := map[string]*column{backend.None: {}, backend.Levee: {}}
-	for _, r := range out.Runs {
+	for _, r := range runs {
 		cols[r.Protection].runs = append(cols[r.Protection].runs, r)
 	}
 	none, lev := cols[backend.None], cols[backend.Levee]
@@ -282,50 +276,35 @@ func writeTable(w io.Writer, out demoJSON, repeat int) {
 		label string
 		f     func(demoRun) (float64, bool)
 	}
-	pf := func(name string, g func(loopback.PhaseReport) float64) func(demoRun) (float64, bool) {
+	pf := func(name string, g func(report.Phase) float64) func(demoRun) (float64, bool) {
 		return func(r demoRun) (float64, bool) { return g(phase(r, name)), true }
 	}
-	gp := func(p loopback.PhaseReport) float64 { return p.GoodputRPS }
+	gp := func(p report.Phase) float64 { return p.GoodputRPS }
 	rows := []row{
 		{"offered normal / spike / after (req/s)", nil},
 		{"goodput normal (req/s)", pf("normal", gp)},
 		{"goodput spike (req/s)", pf("spike", gp)},
 		{"goodput after (req/s)", pf("after", gp)},
-		{"spike goodput ÷ capacity", pf("spike", func(p loopback.PhaseReport) float64 { return p.GoodputRPS / out.CapacityRPS })},
+		{"spike goodput ÷ capacity", pf("spike", func(p report.Phase) float64 { return p.GoodputRPS / capRPS })},
 		{"p50 / p99 spike (ms)", nil},
 		{"p50 / p99 after (ms)", nil},
-		{"attempts ÷ offered, spike", pf("spike", func(p loopback.PhaseReport) float64 { return ratio(p.AttemptedRPS, p.OfferedRPS) })},
-		{"attempts ÷ offered, after", pf("after", func(p loopback.PhaseReport) float64 { return ratio(p.AttemptedRPS, p.OfferedRPS) })},
-		{"rejected normal (req/s)", pf("normal", func(p loopback.PhaseReport) float64 { return p.RejectedRPS })},
-		{"rejected + throttled spike (req/s)", pf("spike", func(p loopback.PhaseReport) float64 { return p.RejectedRPS + p.ThrottledRPS })},
-		{"failed spike (req/s)", pf("spike", func(p loopback.PhaseReport) float64 { return p.FailedRPS })},
-		{"client recovery after spike (s)", func(r demoRun) (float64, bool) {
-			if r.RecoveryS == nil {
-				return 0, false
-			}
-			return *r.RecoveryS, true
-		}},
-		{"server serves 95% of after load (s)", func(r demoRun) (float64, bool) {
-			if r.serverRecovery == nil {
-				return 0, false
-			}
-			return *r.serverRecovery, true
-		}},
-		{"server answers 95% of arrivals ok (s)", func(r demoRun) (float64, bool) {
-			if r.serverHealthy == nil {
-				return 0, false
-			}
-			return *r.serverHealthy, true
-		}},
-		{"handler runs after client deadline", func(r demoRun) (float64, bool) { return 100 * loopback.LateShare(r.res.Server.Series), true }},
+		{"attempts ÷ offered, spike", pf("spike", func(p report.Phase) float64 { return ratio(p.AttemptedRPS, p.OfferedRPS) })},
+		{"attempts ÷ offered, after", pf("after", func(p report.Phase) float64 { return ratio(p.AttemptedRPS, p.OfferedRPS) })},
+		{"rejected normal (req/s)", pf("normal", func(p report.Phase) float64 { return p.RejectedRPS })},
+		{"rejected + throttled spike (req/s)", pf("spike", func(p report.Phase) float64 { return p.RejectedRPS + p.ThrottledRPS })},
+		{"failed spike (req/s)", pf("spike", func(p report.Phase) float64 { return p.FailedRPS })},
+		{"client recovery after spike (s)", func(r demoRun) (float64, bool) { return optional(r.RecoveryS) }},
+		{"server serves 95% of after load (s)", serverRecovery},
+		{"server answers 95% of arrivals ok (s)", serverHealthy},
+		{"handler runs after client deadline", func(r demoRun) (float64, bool) { return 100 * r.WastedWorkShare, true }},
 		{"shedding driven by", nil},
-		{"backend timer goroutines stalled (s)", func(r demoRun) (float64, bool) { return r.res.Server.Stalled.Seconds(), true }},
+		{"backend timer goroutines stalled (s)", func(r demoRun) (float64, bool) { return r.server.Stalled.Seconds(), true }},
 	}
 	title := "median of 1 run each"
 	if repeat > 1 {
 		title = fmt.Sprintf("medians of %d alternated runs each, [min–max]", repeat)
 	}
-	fmt.Fprintf(w, "capacity %.0f req/s; phases normal %.1f× → spike %.1f× → after %.1f×; %s\n\n", out.CapacityRPS, normalX, spikeX, afterX, title)
+	fmt.Fprintf(w, "capacity %.0f req/s; phases normal %.1f× → spike %.1f× → after %.1f×; %s\n\n", capRPS, normalX, spikeX, afterX, title)
 	fmt.Fprintf(w, "%-40s  %-26s  %-26s\n", "", "unprotected", "levee")
 	for _, r := range rows {
 		var a, b string
@@ -352,7 +331,7 @@ func writeTable(w io.Writer, out demoJSON, repeat int) {
 	}
 	fmt.Fprintln(w)
 	if ps, ok := peakNone(none); ok {
-		fmt.Fprintf(w, "unprotected peak in-time 2xx over any second: %s req/s (capacity measured closed-loop: %.0f)\n", num(ps), out.CapacityRPS)
+		fmt.Fprintf(w, "unprotected peak in-time 2xx over any second: %s req/s (capacity measured closed-loop: %.0f)\n", num(ps), capRPS)
 	}
 }
 
@@ -378,21 +357,21 @@ func latLine(c *column, name string) string {
 		if p.GoodputRPS == 0 {
 			continue
 		}
-		p50 = append(p50, p.P50ms)
-		p99 = append(p99, p.P99ms)
+		p50 = append(p50, 1000*p.Latency.P50)
+		p99 = append(p99, 1000*p.Latency.P99)
 	}
 	if len(p50) == 0 {
 		return "no successes"
 	}
-	a, _, _ := loopback.Median(p50)
-	b, _, _ := loopback.Median(p99)
+	a, _, _ := report.Median(p50)
+	b, _, _ := report.Median(p99)
 	return num(a) + " / " + num(b)
 }
 
 func shedLine(c *column) string {
 	total := map[string]float64{}
 	for _, r := range c.runs {
-		for k, v := range r.res.Server.ShedBy {
+		for k, v := range r.server.ShedBy {
 			total[k] += v
 		}
 	}
@@ -403,14 +382,19 @@ func shedLine(c *column) string {
 	return fmt.Sprintf("%s (%.0f%% of shedding time)", name, 100*share)
 }
 
+// peakNone is the median over the unprotected runs of the best second of
+// answers in time (report.BestSecond).
 func peakNone(c *column) (float64, bool) {
 	var xs []float64
 	for _, r := range c.runs {
-		xs = append(xs, loopback.PeakServed(r.res.Server.Series))
+		s := r.Series
+		if len(s.Instances) > 0 {
+			xs = append(xs, report.BestSecond(s.Instances[0].ServedRPS, s.BucketS))
+		}
 	}
 	if len(xs) == 0 {
 		return 0, false
 	}
-	m, _, _ := loopback.Median(xs)
+	m, _, _ := report.Median(xs)
 	return m, true
 }

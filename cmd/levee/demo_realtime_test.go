@@ -3,17 +3,16 @@
 package main
 
 import (
-	"github.com/levee-dev/levee/tools/loopback"
-
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // TestDemoQuick builds a non-race levee binary, runs `levee demo --quick
@@ -54,35 +53,13 @@ func TestDemoQuick(t *testing.T) {
 	}
 	t.Logf("progress:\n%s", stderr.String())
 
-	var got struct {
-		CapacityRPS *float64 `json:"capacity_rps"`
-		Runs        []struct {
-			Name       *string `json:"name"`
-			Protection *string `json:"protection"`
-			Phases     []struct {
-				Name         *string  `json:"name"`
-				OfferedRPS   *float64 `json:"offered_rps"`
-				AttemptedRPS *float64 `json:"attempted_rps"`
-				ThrottledRPS *float64 `json:"throttled_rps"`
-				GoodputRPS   *float64 `json:"goodput_rps"`
-				RejectedRPS  *float64 `json:"rejected_rps"`
-				FailedRPS    *float64 `json:"failed_rps"`
-				P50ms        *float64 `json:"p50_ms"`
-				P99ms        *float64 `json:"p99_ms"`
-			} `json:"phases"`
-			RecoveryS *float64 `json:"recovery_s"`
-		} `json:"runs"`
+	// The one report schema and nothing else.
+	var got report.Report
+	strict(t, stdout.Bytes(), &got)
+	if got.Tool != "demo" || got.Trigger != "spike" {
+		t.Errorf("tool %q trigger %q, want demo and spike", got.Tool, got.Trigger)
 	}
-	dec := json.NewDecoder(bytes.NewReader(stdout.Bytes()))
-	if err := dec.Decode(&got); err != nil {
-		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout.String())
-	}
-	var raw map[string]any
-	_ = json.Unmarshal(stdout.Bytes(), &raw)
-	if len(raw) != 2 {
-		t.Errorf("top-level keys = %v, want exactly capacity_rps and runs", raw)
-	}
-	if got.CapacityRPS == nil || *got.CapacityRPS <= 0 {
+	if got.CapacityRPS <= 0 {
 		t.Fatalf("capacity_rps = %v, want > 0", got.CapacityRPS)
 	}
 	if len(got.Runs) != 6 {
@@ -94,49 +71,43 @@ func TestDemoQuick(t *testing.T) {
 	rejected := map[string]map[string][]float64{"none": {}, "levee": {}}
 	throttled := map[string]map[string][]float64{"none": {}, "levee": {}}
 	for i, r := range got.Runs {
-		if r.Name == nil || r.Protection == nil {
-			t.Fatalf("run %d lacks name or protection", i)
-		}
 		wantProt := []string{"none", "levee"}[i%2]
-		if *r.Protection != wantProt {
-			t.Errorf("run %d protection = %q, want %q (alternated, unprotected first)", i, *r.Protection, wantProt)
+		if r.Protection != wantProt {
+			t.Errorf("run %d protection = %q, want %q (alternated, unprotected first)", i, r.Protection, wantProt)
 		}
-		if len(r.Phases) != 3 {
-			t.Fatalf("run %s: %d phases, want 3", *r.Name, len(r.Phases))
+		if len(r.Phases) != 3 || len(r.Instances) != 1 || len(r.Series.Instances) != 1 {
+			t.Fatalf("run %s: %d phases, %d instances, want 3 and 1", r.Name, len(r.Phases), len(r.Instances))
 		}
 		if t.Failed() {
 			t.FailNow()
 		}
 		for j, p := range r.Phases {
 			wantName := []string{"normal", "spike", "after"}[j]
-			if p.Name == nil || *p.Name != wantName {
-				t.Fatalf("run %s phase %d name = %v, want %q", *r.Name, j, p.Name, wantName)
+			if p.Name != wantName {
+				t.Fatalf("run %s phase %d name = %q, want %q", r.Name, j, p.Name, wantName)
 			}
-			for k, v := range map[string]*float64{"offered_rps": p.OfferedRPS, "attempted_rps": p.AttemptedRPS, "throttled_rps": p.ThrottledRPS,
-				"goodput_rps": p.GoodputRPS, "rejected_rps": p.RejectedRPS, "failed_rps": p.FailedRPS, "p50_ms": p.P50ms, "p99_ms": p.P99ms} {
-				if v == nil || *v < 0 {
-					t.Errorf("run %s phase %s: %s = %v, want a number ≥ 0", *r.Name, wantName, k, v)
+			for k, v := range map[string]float64{"offered_rps": p.OfferedRPS, "attempted_rps": p.AttemptedRPS, "throttled_rps": p.ThrottledRPS,
+				"goodput_rps": p.GoodputRPS, "rejected_rps": p.RejectedRPS, "failed_rps": p.FailedRPS, "p50": p.Latency.P50, "p99": p.Latency.P99} {
+				if v < 0 {
+					t.Errorf("run %s phase %s: %s = %v, want ≥ 0", r.Name, wantName, k, v)
 				}
 			}
-			if t.Failed() {
-				t.FailNow()
-			}
 			// Every offered request ends in exactly one outcome.
-			sum := *p.GoodputRPS + *p.RejectedRPS + *p.ThrottledRPS + *p.FailedRPS
-			if d := sum - *p.OfferedRPS; d > 0.01**p.OfferedRPS+1 || d < -0.01**p.OfferedRPS-1 {
-				t.Errorf("run %s phase %s: outcomes sum to %.1f/s, offered %.1f/s", *r.Name, wantName, sum, *p.OfferedRPS)
+			sum := p.GoodputRPS + p.RejectedRPS + p.ThrottledRPS + p.FailedRPS
+			if d := sum - p.OfferedRPS; d > 0.01*p.OfferedRPS+1 || d < -0.01*p.OfferedRPS-1 {
+				t.Errorf("run %s phase %s: outcomes sum to %.1f/s, offered %.1f/s", r.Name, wantName, sum, p.OfferedRPS)
 			}
-			if *p.GoodputRPS > 0 && *p.P99ms < *p.P50ms {
-				t.Errorf("run %s phase %s: p99 %.1fms < p50 %.1fms", *r.Name, wantName, *p.P99ms, *p.P50ms)
+			if p.GoodputRPS > 0 && p.Latency.P99 < p.Latency.P50 {
+				t.Errorf("run %s phase %s: p99 %.4fs < p50 %.4fs", r.Name, wantName, p.Latency.P99, p.Latency.P50)
 			}
-			pr := *r.Protection
-			goodput[pr][wantName] = append(goodput[pr][wantName], *p.GoodputRPS)
-			offered[pr][wantName] = append(offered[pr][wantName], *p.OfferedRPS)
-			rejected[pr][wantName] = append(rejected[pr][wantName], *p.RejectedRPS/max(*p.OfferedRPS, 1))
-			throttled[pr][wantName] = append(throttled[pr][wantName], *p.ThrottledRPS/max(*p.OfferedRPS, 1))
+			pr := r.Protection
+			goodput[pr][wantName] = append(goodput[pr][wantName], p.GoodputRPS)
+			offered[pr][wantName] = append(offered[pr][wantName], p.OfferedRPS)
+			rejected[pr][wantName] = append(rejected[pr][wantName], p.RejectedRPS/max(p.OfferedRPS, 1))
+			throttled[pr][wantName] = append(throttled[pr][wantName], p.ThrottledRPS/max(p.OfferedRPS, 1))
 		}
 		if r.RecoveryS != nil && *r.RecoveryS < 0 {
-			t.Errorf("run %s: recovery_s = %v, want null or ≥ 0", *r.Name, *r.RecoveryS)
+			t.Errorf("run %s: recovery_s = %v, want null or ≥ 0", r.Name, *r.RecoveryS)
 		}
 	}
 	if o, n := median(offered["none"]["spike"]), median(offered["none"]["normal"]); o <= n {
@@ -174,8 +145,8 @@ func TestDemoQuick(t *testing.T) {
 	}
 }
 
-// median is the demo's own median (loopback.Median), without the spread.
+// median is the report's median without the spread.
 func median(xs []float64) float64 {
-	m, _, _ := loopback.Median(xs)
+	m, _, _ := report.Median(xs)
 	return m
 }

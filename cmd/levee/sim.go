@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,13 +9,14 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/sim"
+	"github.com/levee-dev/levee/tools/suggest"
 )
 
 type simCmd struct {
 	Name     string `arg:"" optional:"" help:"Built-in scenario: avalanche, amplification, throttle, metastable, lose-site."`
-	File     string `short:"f" type:"path" help:"Scenario YAML file (custom topology) instead of a built-in one."`
+	File     string `short:"f" placeholder:"FILE" help:"Scenario YAML file (custom topology) instead of a built-in one."`
 	Seed     uint64 `default:"1" help:"Random seed; the same seed gives byte-identical JSON."`
-	JSON     bool   `name:"json" help:"Print the report as JSON instead of tables."`
+	JSON     bool   `name:"json" help:"Print the report as JSON (levee's one report schema) instead of tables."`
 	HTML     string `name:"html" type:"path" placeholder:"FILE" help:"Also write a self-contained HTML report with SVG charts to FILE."`
 	SVG      string `name:"svg" type:"path" placeholder:"FILE" help:"Also write one SVG chart comparing the runs (goodput and attempts over time) to FILE."`
 	List     bool   `help:"List the built-in scenarios."`
@@ -26,51 +25,20 @@ type simCmd struct {
 	Parallel int    `help:"Runs simulated at once (0 = GOMAXPROCS); the result does not depend on it."`
 }
 
-func (c *simCmd) Run() error {
+func (c *simCmd) Run(e *env) error {
 	if c.List {
-		for _, n := range sim.ScenarioNames() {
-			b, _ := sim.BuiltIn(n)
-			s, err := sim.Parse(b)
-			desc := ""
-			if err == nil {
-				desc = s.Description
-				if len(desc) > 100 {
-					cut := strings.LastIndex(desc[:100], " ")
-					desc = desc[:cut] + " …"
-				}
-			}
-			fmt.Printf("%-14s %s\n", n, desc)
-		}
-		return nil
+		return listScenarios(e.stdout)
 	}
-	var data []byte
-	switch {
-	case c.File != "" && c.Name != "":
-		return errors.New("sim: give a scenario name or -f FILE, not both")
-	case c.File != "":
-		b, err := os.ReadFile(c.File)
-		if err != nil {
-			return err
-		}
-		data = b
-	case c.Name != "":
-		b, ok := sim.BuiltIn(c.Name)
-		if !ok {
-			return fmt.Errorf("sim: no scenario %q (have %s)", c.Name, strings.Join(sim.ScenarioNames(), ", "))
-		}
-		data = b
-	default:
-		return fmt.Errorf("sim: name a scenario (%s) or give -f FILE", strings.Join(sim.ScenarioNames(), ", "))
-	}
-	if c.Show {
-		_, err := os.Stdout.Write(data)
+	data, name, err := c.scenario()
+	if err != nil {
 		return err
 	}
-	s, err := sim.Parse(data)
+	if c.Show {
+		_, err := e.stdout.Write(data)
+		return err
+	}
+	s, err := sim.ParseFile(name, data)
 	if err != nil {
-		if c.File != "" {
-			return fmt.Errorf("%s: %w", c.File, err)
-		}
 		return err
 	}
 	start := time.Now()
@@ -83,33 +51,72 @@ func (c *simCmd) Run() error {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Fprintf(os.Stderr, "sim: %s %s %3.0f%% (%.1fs)\n", s.Name, run, 100*f, time.Since(start).Seconds())
+			fmt.Fprintf(e.stderr, "sim: %s %s %3.0f%% (%.1fs)\n", s.Name, run, 100*f, time.Since(start).Seconds())
 		}
 	}
 	rep := sim.Run(s, opt)
 	if c.JSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(e.stdout, rep); err != nil {
 			return err
 		}
-	} else if err := rep.WriteTable(os.Stdout); err != nil {
+	} else if err := rep.WriteTable(e.stdout); err != nil {
 		return err
 	}
 	if c.HTML != "" {
-		if err := c.write(c.HTML, rep.WriteHTML); err != nil {
+		if err := c.write(e, c.HTML, rep.WriteHTML); err != nil {
 			return err
 		}
 	}
 	if c.SVG != "" {
-		if err := c.write(c.SVG, rep.WriteSVG); err != nil {
+		if err := c.write(e, c.SVG, rep.WriteSVG); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *simCmd) write(name string, f func(io.Writer) error) error {
+// scenario returns the YAML of the scenario the command names and the
+// name its errors go under: the file's, or NAME.yaml for a built-in one.
+func (c *simCmd) scenario() ([]byte, string, error) {
+	names := sim.ScenarioNames()
+	switch {
+	case c.File != "" && c.Name != "":
+		return nil, "", usagef("sim: give a scenario name or -f FILE, not both")
+	case c.File != "":
+		b, err := os.ReadFile(c.File)
+		if err != nil {
+			return nil, "", err
+		}
+		return b, c.File, nil
+	case c.Name != "":
+		b, ok := sim.BuiltIn(c.Name)
+		if !ok {
+			return nil, "", usagef("sim: no scenario %q%s; the built-in ones are %s (or give -f FILE)",
+				c.Name, suggest.Hint(c.Name, names), strings.Join(names, ", "))
+		}
+		return b, c.Name + ".yaml", nil
+	}
+	return nil, "", usagef("sim: name a scenario (%s) or give -f FILE", strings.Join(names, ", "))
+}
+
+func listScenarios(w io.Writer) error {
+	for _, n := range sim.ScenarioNames() {
+		b, _ := sim.BuiltIn(n)
+		s, err := sim.Parse(b)
+		if err != nil {
+			return fmt.Errorf("built-in scenario %s: %w", n, err)
+		}
+		desc := s.Description
+		if len(desc) > 100 {
+			cut := strings.LastIndex(desc[:100], " ")
+			desc = desc[:cut] + " …"
+		}
+		fmt.Fprintf(w, "%-14s %s\n", n, desc)
+	}
+	return nil
+}
+
+func (c *simCmd) write(e *env, name string, f func(io.Writer) error) error {
 	out, err := os.Create(name)
 	if err != nil {
 		return err
@@ -122,7 +129,7 @@ func (c *simCmd) write(name string, f func(io.Writer) error) error {
 		return err
 	}
 	if !c.Quiet {
-		fmt.Fprintf(os.Stderr, "sim: wrote %s\n", name)
+		fmt.Fprintf(e.stderr, "sim: wrote %s\n", name)
 	}
 	return nil
 }

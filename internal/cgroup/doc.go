@@ -13,4 +13,9 @@
 // The parsers accept exactly what the kernel writes and wrap ErrMalformed
 // for anything else: a wrong quota is worse than none, because callers fall
 // back to GOMAXPROCS when there is no quota.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), cgroup is a
+// leaf: it imports the standard library only, and package pressure is its
+// user.
 package cgroup

@@ -23,4 +23,9 @@
 // 2×64 prefix entries with 256 B of HyperLogLog each and two 4096-register
 // HyperLogLogs, well under 1 MiB. Nothing here iterates a map to decide
 // anything, so results are deterministic for a seed.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), fairq is a
+// leaf: it imports the standard library and internal/smooth only, and package
+// admit is its user.
 package fairq

@@ -1,10 +1,13 @@
 package fairq
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
 )
 
 // NumClasses is the number of request classes (criticalities) a sample can
@@ -256,8 +259,8 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 		}
 		t.genStart = now
 	}
-	decay := math.Exp(-sec / t.countTau.Seconds())
-	alpha := 1 - math.Exp(-sec/t.rateTau.Seconds())
+	decay := smooth.Decay(dt, t.countTau)
+	alpha := smooth.Alpha(dt, t.rateTau)
 	t.leaves.step(decay, alpha, sec)
 	for l := range t.levels {
 		tb := &t.levels[l]
@@ -281,21 +284,7 @@ func (t *Tracker) Step(now time.Time, dt time.Duration) {
 // step merges the batch into the table (Space-Saving) and smooths rates.
 func (tb *table) step(decay, alpha, sec float64) {
 	// Heaviest first, ties by key: deterministic whatever the map order.
-	slices.SortFunc(tb.items, func(a, b batchItem) int {
-		if a.tot != b.tot {
-			if a.tot > b.tot {
-				return -1
-			}
-			return 1
-		}
-		if a.key < b.key {
-			return -1
-		}
-		if a.key > b.key {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(tb.items, func(a, b batchItem) int { return heavierFirst(a.tot, b.tot, a.key, b.key) })
 	for i := range tb.entries {
 		tb.entries[i].count *= decay
 		tb.entries[i].Samples *= decay
@@ -371,7 +360,7 @@ func (e *Tenant) smooth(sec, alpha float64) {
 		if e.fresh || jump {
 			e.Rate[c] = r
 		} else {
-			e.Rate[c] += alpha * (r - e.Rate[c])
+			e.Rate[c] = smooth.Toward(e.Rate[c], r, alpha)
 		}
 		e.period[c] = 0
 	}
@@ -408,23 +397,17 @@ func (tb *table) top(dst []Tenant, min float64) []Tenant {
 			dst = append(dst, tb.entries[i])
 		}
 	}
-	slices.SortFunc(dst[start:], func(a, b Tenant) int {
-		ta, tb := a.Total(), b.Total()
-		if ta != tb {
-			if ta > tb {
-				return -1
-			}
-			return 1
-		}
-		if a.Key < b.Key {
-			return -1
-		}
-		if a.Key > b.Key {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(dst[start:], func(a, b Tenant) int { return heavierFirst(a.Total(), b.Total(), a.Key, b.Key) })
 	return dst
+}
+
+// heavierFirst orders by weight, heaviest first, and equal weights by key:
+// a total order, so that no decision depends on map or arrival order.
+func heavierFirst(wa, wb float64, ka, kb uint64) int {
+	if c := cmp.Compare(wb, wa); c != 0 {
+		return c
+	}
+	return cmp.Compare(ka, kb)
 }
 
 // Len returns the number of entries in the tenants' heavy-hitter table.

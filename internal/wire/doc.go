@@ -16,4 +16,10 @@
 //
 // The parsers do not allocate, except ParseTenant for ids that must be hashed.
 // The Append* formatters append to a caller's buffer without allocating.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands; imports point down only, checked by .ci/layers), wire is a
+// leaf: it imports the standard library and package levee only, and only the
+// adapters (leveehttp, leveegrpc) use it, so that the dialect is defined once
+// for both protocols.
 package wire

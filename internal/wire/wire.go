@@ -279,7 +279,7 @@ func parseCriticality(e string) (levee.Criticality, bool) {
 	if len(e) == 1 && e[0] >= '1' && e[0] <= '4' {
 		return levee.FromRank(int(e[0] - '1')), true
 	}
-	for _, c := range levee.ByRank {
+	for _, c := range levee.Criticalities() {
 		if strings.EqualFold(e, c.String()) {
 			return c, true
 		}

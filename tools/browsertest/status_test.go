@@ -109,7 +109,7 @@ func statusOverload(ctx context.Context, ctl *admit.Controller, plant *statusPla
 			if time.Since(start) < onset && i%3 != 0 {
 				continue
 			}
-			c := levee.ByRank[i%levee.NumCriticalities]
+			c := levee.FromRank(i % levee.NumCriticalities)
 			tk, err := ctl.Admit(levee.WithCriticality(ctx, c))
 			if err == nil {
 				plant.admitted.Add(1)

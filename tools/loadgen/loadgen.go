@@ -9,6 +9,8 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // Phase is a named segment of the offered-load schedule: Rate arrivals per
@@ -158,16 +160,12 @@ type Report struct {
 // PhaseStats are the totals of the requests offered in one phase, whatever
 // the time they completed at.
 type PhaseStats struct {
-	Name      string        `json:"name"`
-	Offset    time.Duration `json:"offset"`
-	Duration  time.Duration `json:"duration"`
-	Offered   int64         `json:"offered"`
-	Attempted int64         `json:"attempted"`
-	Throttled int64         `json:"throttled"`
-	Goodput   int64         `json:"goodput"`
-	Rejected  int64         `json:"rejected"`
-	Failed    int64         `json:"failed"`
-	GenErrors int64         `json:"generator_errors"`
+	Name     string        `json:"name"`
+	Offset   time.Duration `json:"offset"`
+	Duration time.Duration `json:"duration"`
+	// Tally counts the outcomes; its Failed leaves out GenErrors.
+	report.Tally
+	GenErrors int64 `json:"generator_errors"`
 	// Latency percentiles of the successful requests, from their scheduled
 	// time; 0 if none succeeded.
 	P50 time.Duration `json:"p50"`
@@ -188,13 +186,9 @@ func (p PhaseStats) Rate(n int64) float64 {
 // count requests by their scheduled time; Attempted counts attempts by the
 // time they were sent; Served counts successes by the time they completed.
 type Bucket struct {
-	Offered   int64 `json:"offered"`
-	Attempted int64 `json:"attempted"`
-	Goodput   int64 `json:"goodput"`
-	Rejected  int64 `json:"rejected"`
-	Throttled int64 `json:"throttled"`
-	Failed    int64 `json:"failed"`
-	Served    int64 `json:"served"`
+	// Tally counts the outcomes; its Failed includes generator errors.
+	report.Tally
+	Served int64 `json:"served"`
 }
 
 // Errors returned by Run for a config it cannot run.
@@ -484,15 +478,17 @@ func (g *generator) report(maxLag time.Duration) *Report {
 		c := &g.phase[i]
 		h := g.hist[i]
 		ps := PhaseStats{
-			Name:      p.Name,
-			Offset:    g.offsets[i],
-			Duration:  p.Duration,
-			Offered:   c.offered.Load(),
-			Attempted: c.attempted.Load(),
-			Throttled: c.outcome[Throttled].Load(),
-			Goodput:   c.outcome[Goodput].Load(),
-			Rejected:  c.outcome[Rejected].Load(),
-			Failed:    c.outcome[Failed].Load(),
+			Name:     p.Name,
+			Offset:   g.offsets[i],
+			Duration: p.Duration,
+			Tally: report.Tally{
+				Offered:   c.offered.Load(),
+				Attempted: c.attempted.Load(),
+				Throttled: c.outcome[Throttled].Load(),
+				Goodput:   c.outcome[Goodput].Load(),
+				Rejected:  c.outcome[Rejected].Load(),
+				Failed:    c.outcome[Failed].Load(),
+			},
 			GenErrors: c.outcome[GenError].Load(),
 		}
 		if h.TotalCount() > 0 {
@@ -511,13 +507,15 @@ func (g *generator) report(maxLag time.Duration) *Report {
 	for i := 0; i < n; i++ {
 		b := &g.buckets[i]
 		r.Series[i] = Bucket{
-			Offered:   b.offered.Load(),
-			Attempted: b.attempted.Load(),
-			Goodput:   b.outcome[Goodput].Load(),
-			Rejected:  b.outcome[Rejected].Load(),
-			Throttled: b.outcome[Throttled].Load(),
-			Failed:    b.outcome[Failed].Load() + b.outcome[GenError].Load(),
-			Served:    b.served.Load(),
+			Tally: report.Tally{
+				Offered:   b.offered.Load(),
+				Attempted: b.attempted.Load(),
+				Goodput:   b.outcome[Goodput].Load(),
+				Rejected:  b.outcome[Rejected].Load(),
+				Throttled: b.outcome[Throttled].Load(),
+				Failed:    b.outcome[Failed].Load() + b.outcome[GenError].Load(),
+			},
+			Served: b.served.Load(),
 		}
 	}
 	return r

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 func resp(code int, reject string) *http.Response {
@@ -107,9 +108,9 @@ func TestRunCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []PhaseStats{
-		{Name: "a", Offered: 20, Attempted: 40, Goodput: 20},
+		{Name: "a", Tally: report.Tally{Offered: 20, Attempted: 40, Goodput: 20}},
 		{Name: "idle"},
-		{Name: "b", Offered: 40, Attempted: 80, Throttled: 40},
+		{Name: "b", Tally: report.Tally{Offered: 40, Attempted: 80, Throttled: 40}},
 	}
 	for i, w := range want {
 		g := rep.Phases[i]

@@ -18,9 +18,10 @@
 // its role instead of the program.
 //
 // Run runs one configuration with fresh children; Capacity measures the
-// unprotected peak with a closed loop; Phases, ClientRecovery,
-// ServerRecovery, LateShare and PeakServed turn the two sides' reports into
-// the numbers of levee's report vocabulary (DESIGN.md).
+// unprotected peak with a closed loop; Result.Run turns the two sides'
+// reports into a run of levee's one report schema (package report), whose
+// figures (recovery, server recovery, wasted work, peak) package report
+// defines.
 //
 // The loopback check of issue 2 is a build-tagged test:
 //

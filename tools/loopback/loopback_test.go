@@ -21,6 +21,7 @@ import (
 
 	"github.com/levee-dev/levee/tools/backend"
 	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // The schedule, in multiples of the measured capacity.
@@ -43,6 +44,7 @@ const (
 type checkRun struct {
 	prot                  string
 	res                   *Result
+	run                   report.Run
 	good2x, good5x        float64 // goodput, req/s
 	rec2x, rec5x          float64 // server recovery, s (-1: never)
 	late                  float64 // share of handler runs after the client's deadline
@@ -91,19 +93,20 @@ func checkLoopback(t *testing.T, work time.Duration, repeat int) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			run := res.Run("")
 			ph := res.Load.Phases
-			r := checkRun{prot: prot, res: res,
-				good2x: ph[i2x].Rate(ph[i2x].Goodput), good5x: ph[i5x].Rate(ph[i5x].Goodput),
-				late:       LateShare(res.Server.Series),
+			r := checkRun{prot: prot, res: res, run: run,
+				good2x: run.Phases[i2x].GoodputRPS, good5x: run.Phases[i5x].GoodputRPS,
+				late:       run.WastedWorkShare,
 				rejNormal:  ph[iNormal].Rejected + ph[iNormal].Throttled,
 				attempts2x: float64(ph[i2x].Attempted) / float64(max(ph[i2x].Offered, 1)),
 				attempts5:  float64(ph[i5x].Attempted) / float64(max(ph[i5x].Offered, 1)),
 			}
 			r.rec2x, r.rec5x = -1, -1
-			if s, ok := ServerRecovery(res, i2x, 2*time.Second); ok {
+			if s, ok := run.ServerRecoveryAfter(phases[i2x].Name, 2); ok {
 				r.rec2x = s
 			}
-			if s, ok := ServerRecovery(res, i5x, 2*time.Second); ok {
+			if s, ok := run.ServerRecoveryAfter(phases[i5x].Name, 2); ok {
 				r.rec5x = s
 			}
 			name, share := backend.Dominant(res.Server.ShedBy)
@@ -120,7 +123,7 @@ func checkLoopback(t *testing.T, work time.Duration, repeat int) {
 	peak := capRPS
 	for _, r := range runs {
 		if r.prot == backend.None {
-			peak = max(peak, PeakServed(r.res.Server.Series))
+			peak = max(peak, report.BestSecond(r.run.Series.Instances[0].ServedRPS, r.run.Series.BucketS))
 		}
 	}
 	pick := func(prot string, f func(checkRun) float64) (med, lo, hi float64) {
@@ -130,7 +133,7 @@ func checkLoopback(t *testing.T, work time.Duration, repeat int) {
 				xs = append(xs, f(r))
 			}
 		}
-		return Median(xs)
+		return report.Median(xs)
 	}
 	never := func(x float64) float64 {
 		if x < 0 {

@@ -35,5 +35,5 @@ func TestTimerStarvation(t *testing.T) {
 	}
 	s := res.Server
 	t.Logf("backend used %.1fs of CPU, its threads waited %.1fs for one; ticker goroutine late for %.1fs in all, longest gap %v; handler runs after their client's deadline %.0f%%",
-		s.CPU.Seconds(), s.RunDelay.Seconds(), s.Stalled.Seconds(), s.MaxStall.Round(time.Millisecond), 100*LateShare(s.Series))
+		s.CPU.Seconds(), s.RunDelay.Seconds(), s.Stalled.Seconds(), s.MaxStall.Round(time.Millisecond), 100*s.WastedWorkShare())
 }

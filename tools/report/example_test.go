@@ -2,32 +2,27 @@ package report_test
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/levee-dev/levee/tools/report"
 )
 
+// Counts per one-second bucket become the report's rates, and the
+// figures are computed from them: a 3-second trigger cuts goodput, which
+// comes back 2 seconds after the trigger ends.
 func Example() {
-	offered := []float64{100, 100, 300, 300, 100}
-	goodput := []float64{100, 100, 120, 110, 100}
-	p := &report.Page{
-		Title: "overload",
-		Sections: []report.Section{{
-			Title: "requests per second",
-			Charts: []report.Chart{{
-				Title: "offered vs goodput", XLabel: "time (s)", YLabel: "requests/s",
-				Series: []report.Series{
-					report.Uniform("offered", 0, 1, offered),
-					report.Uniform("goodput", 0, 1, goodput),
-				},
-			}},
-		}},
+	var buckets []report.Tally
+	for _, good := range []int64{100, 100, 100, 100, 30, 20, 20, 50, 80, 100, 100, 100, 100} {
+		buckets = append(buckets, report.Tally{Offered: 100, Attempted: 100, Goodput: good, Failed: 100 - good})
 	}
-	var b strings.Builder
-	if err := p.WriteHTML(&b); err != nil {
-		fmt.Println(err)
-		return
+	s := report.SeriesOf(buckets, 1)
+	var spike report.Tally
+	for _, b := range buckets[4:7] {
+		spike.Add(b)
 	}
-	fmt.Println(strings.Count(b.String(), "<svg"), "chart")
-	// Output: 1 chart
+	p := report.Phase{Name: "spike", StartS: 4, EndS: 7, Rates: spike.Rates(3)}
+	fmt.Printf("spike: offered %.0f/s, goodput %.0f/s, failed %.0f/s\n", p.OfferedRPS, p.GoodputRPS, p.FailedRPS)
+	fmt.Printf("outage_s %.0f, recovery_s %.0f\n", report.Outage(s), *report.Recovery(s, 4, 7))
+	// Output:
+	// spike: offered 100/s, goodput 23/s, failed 77/s
+	// outage_s 0, recovery_s 2
 }

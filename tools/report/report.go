@@ -1,235 +1,244 @@
 package report
 
-import (
-	"bytes"
-	"errors"
-	"fmt"
-	"html/template"
-	"image/color"
-	"io"
-	"math"
-	"strconv"
-	"strings"
+// Report is the outcome of one levee tool invocation: a simulation, a
+// demo, a load test. Encoded with encoding/json it is the one report schema
+// every tool prints with --json; a tool adds fields of its own only beside
+// it (the simulator's scenario tables), never in place of these.
+type Report struct {
+	// Tool names the producer: "sim", "demo", "load attack", "load plan",
+	// "load drill", "bench".
+	Tool string `json:"tool"`
+	// Scenario names what was run: a simulator scenario, the demo, a
+	// target URL.
+	Scenario    string `json:"scenario,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Seed of a simulation: the same scenario and seed give the same bytes.
+	Seed *uint64 `json:"seed,omitempty"`
+	// DurationS is the length of the offered-load schedule, seconds.
+	DurationS float64 `json:"duration_s"`
+	// CapacityRPS is the capacity of the instances meant to serve when the
+	// tool measured or configured one for the whole report (the demo's
+	// closed-loop measurement); each run also states its own.
+	CapacityRPS float64 `json:"capacity_rps,omitempty"`
+	// Trigger names the phase after which recovery is measured.
+	Trigger string `json:"trigger,omitempty"`
+	Runs    []Run  `json:"runs"`
+	// Notes are caveats about the measurement (generator lag, errors of the
+	// generator itself, a run stopped early).
+	Notes []string `json:"notes,omitempty"`
+}
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
-)
+// Run is one run: one protection, one client model, one schedule.
+type Run struct {
+	Name string `json:"name"`
+	// Protection of the servers: "none", "levee", or a peer's name.
+	Protection string `json:"protection"`
+	// Client names the client model: "naive" (per-attempt timeout,
+	// immediate retries), "levee" (levee's client), "none" (no retries).
+	Client string `json:"client,omitempty"`
+	// Throttle says whether clients throttled adaptively.
+	Throttle bool `json:"throttle,omitempty"`
+	// CapacityRPS is the capacity of the instances meant to serve (the
+	// seed's avalanche: 10000, not 20000); 0 when unknown.
+	CapacityRPS float64 `json:"capacity_rps"`
+	Phases      []Phase `json:"phases"`
+	// Crashes counts the crashes the load caused; CrashEvents lists every
+	// crash, those a scenario scheduled included.
+	Crashes     int     `json:"crashes"`
+	CrashEvents []Crash `json:"crash_events,omitempty"`
+	// OutageS is Outage of Series: seconds with goodput below 10% of
+	// offered.
+	OutageS float64 `json:"outage_s"`
+	// RecoveryS is Recovery of Series after the report's trigger; null if
+	// goodput never came back or there is no trigger.
+	RecoveryS *float64 `json:"recovery_s"`
+	// WastedWorkShare is the share of the servers' work spent on requests
+	// whose caller had already gone (timed out, cancelled, lost in a
+	// crash): CPU time in the simulator, handler runs that finished after
+	// their client's deadline on a real server. 0 when not measured.
+	WastedWorkShare float64 `json:"wasted_work_share"`
+	// RejectCPUShare is the share of the servers' CPU time spent
+	// rejecting requests (simulator).
+	RejectCPUShare float64 `json:"reject_cpu_share,omitempty"`
+	// Attempts counts the attempts put on the wire over the run, retries
+	// included, local throttling excluded.
+	Attempts int64 `json:"attempts"`
+	// GeneratorErrors counts requests a load generator could not send
+	// (too many in flight, no port or file descriptor left); they are
+	// counted as failed in the phases. MaxLagS is how far the arrival
+	// process fell behind its schedule at worst. Either one non-zero makes
+	// the run's latencies and failures overstated.
+	GeneratorErrors int64   `json:"generator_errors,omitempty"`
+	MaxLagS         float64 `json:"max_lag_s,omitempty"`
+	// Stopped is set when the run was interrupted: the phases cover what
+	// ran.
+	Stopped   bool       `json:"stopped,omitempty"`
+	Tiers     []Tier     `json:"tiers,omitempty"`
+	Instances []Instance `json:"instances,omitempty"`
+	Series    Series     `json:"series"`
+}
 
-// Series is one line of a chart: Y[i] at X[i]. X and Y must have the same
-// length; NaN values leave a gap.
+// Rates are the outcomes of the requests offered over a span, per second of
+// the span, in the vocabulary of DESIGN.md. Every offered request ends in
+// exactly one of goodput, rejected, throttled and failed.
+type Rates struct {
+	// OfferedRPS: requests created by the arrival process.
+	OfferedRPS float64 `json:"offered_rps"`
+	// AttemptedRPS: attempts put on the wire, retries included.
+	AttemptedRPS float64 `json:"attempted_rps"`
+	// ThrottledRPS: requests a client refused locally.
+	ThrottledRPS float64 `json:"throttled_rps"`
+	// GoodputRPS: requests whose final outcome succeeded before the
+	// client's deadline.
+	GoodputRPS float64 `json:"goodput_rps"`
+	// RejectedRPS: explicit levee rejections (429/503/504 with
+	// Levee-Reject, or a levee rejection error).
+	RejectedRPS float64 `json:"rejected_rps"`
+	// FailedRPS: every other failure (timeouts, resets, crashes, plain
+	// errors, late successes).
+	FailedRPS float64 `json:"failed_rps"`
+}
+
+// Phase is a named segment of the offered-load schedule and what happened
+// to the requests offered in it.
+type Phase struct {
+	Name   string  `json:"name"`
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"`
+	Rates
+	// ByCriticality and ByTenant split the rates by class, for the classes
+	// that were offered (criticalities shed first → last).
+	ByCriticality []Class `json:"by_criticality,omitempty"`
+	ByTenant      []Class `json:"by_tenant,omitempty"`
+	// FailedBy splits FailedRPS by class of error: "timeout", "reset",
+	// "refused", "status_5xx", "status_4xx", "other", "generator".
+	FailedBy map[string]float64 `json:"failed_by,omitempty"`
+	// Latency of the successful requests, from their scheduled send time
+	// (no coordinated omission).
+	Latency Latency `json:"latency_s"`
+}
+
+// Class is one criticality's or tenant's share of a phase.
+type Class struct {
+	Name string `json:"name"`
+	Rates
+}
+
+// Latency summarises the latency of successful requests, in seconds; a
+// field is 0 when the tool does not measure it or nothing succeeded.
+type Latency struct {
+	Mean float64 `json:"mean,omitempty"`
+	P50  float64 `json:"p50,omitempty"`
+	P90  float64 `json:"p90,omitempty"`
+	P99  float64 `json:"p99,omitempty"`
+	P999 float64 `json:"p999,omitempty"`
+	Max  float64 `json:"max,omitempty"`
+}
+
+// Crash is one crash of an instance.
+type Crash struct {
+	T        float64 `json:"t_s"`
+	Instance string  `json:"instance"`
+	// Kind is "memory" (in-flight over the memory limit), "health-check"
+	// (killed for being slow) or "event" (scheduled by the scenario).
+	Kind  string `json:"kind"`
+	Cause string `json:"cause"`
+	// ArrivalsRPS is the attempts that reached the instance in the second
+	// before the crash; Inflight its in-flight requests when it crashed.
+	ArrivalsRPS int `json:"arrivals_last_s"`
+	Inflight    int `json:"inflight"`
+}
+
+// Tier is what reached a tier of instances behind one load balancer.
+type Tier struct {
+	Name        string  `json:"name"`
+	ReceivedRPS float64 `json:"received_rps"`
+	PeakRecvRPS float64 `json:"peak_received_rps"`
+	Instances   int     `json:"instances"`
+	Protected   bool    `json:"protected"`
+	Received    int64   `json:"received"`
+}
+
+// Instance is one server's totals over the run.
+type Instance struct {
+	Name string `json:"name"`
+	Site string `json:"site,omitempty"`
+	// Received counts the attempts that reached it; Served those it
+	// answered successfully; Rejected its explicit rejections.
+	Received int64 `json:"received"`
+	Served   int64 `json:"served"`
+	Rejected int64 `json:"rejected"`
+	// RejectedBy counts the rejections by reason (overloaded, quota,
+	// deadline, …).
+	RejectedBy map[string]int64 `json:"rejected_by,omitempty"`
+	// Wasted counts the handler runs that finished after their client
+	// had gone (measured on real servers).
+	Wasted       int64   `json:"wasted,omitempty"`
+	PeakRecvRPS  float64 `json:"peak_received_rps"`
+	PeakInflight int     `json:"peak_inflight,omitempty"`
+	Crashes      int     `json:"crashes"`
+	// CPUS is the CPU time the instance used, seconds (real servers).
+	CPUS float64 `json:"cpu_s,omitempty"`
+}
+
+// Series are a run's rates per bucket of BucketS seconds from the start of
+// the schedule, for charts and for the derived figures (Recovery, Outage).
+// Client-side rates count requests by the bucket they were offered in
+// (the simulator: completed in).
 type Series struct {
-	Name string
-	X, Y []float64
+	BucketS      float64   `json:"bucket_s"`
+	OfferedRPS   []float64 `json:"offered_rps"`
+	AttemptedRPS []float64 `json:"attempted_rps"`
+	ThrottledRPS []float64 `json:"throttled_rps"`
+	GoodputRPS   []float64 `json:"goodput_rps"`
+	RejectedRPS  []float64 `json:"rejected_rps"`
+	FailedRPS    []float64 `json:"failed_rps"`
+	// P99S is the p99 latency of the successes that completed in each
+	// bucket, seconds (0: none); absent when not measured.
+	P99S      []float64        `json:"p99_s,omitempty"`
+	Instances []InstanceSeries `json:"instances,omitempty"`
 }
 
-// Uniform returns a Series whose i-th point is at x0 + i·dx.
-func Uniform(name string, x0, dx float64, y []float64) Series {
-	x := make([]float64, len(y))
-	for i := range x {
-		x[i] = x0 + float64(i)*dx
-	}
-	return Series{Name: name, X: x, Y: y}
+// InstanceSeries is one server's state per bucket; a tool fills in what it
+// measures and leaves the rest out.
+type InstanceSeries struct {
+	Name        string    `json:"name"`
+	ReceivedRPS []float64 `json:"received_rps"`
+	// ServedRPS counts successful answers; on a real server, those sent
+	// before the client's deadline.
+	ServedRPS   []float64 `json:"served_rps"`
+	RejectedRPS []float64 `json:"rejected_rps"`
+	// WastedRPS counts handler runs that finished after their client had
+	// gone.
+	WastedRPS   []float64 `json:"wasted_rps,omitempty"`
+	Utilisation []float64 `json:"utilisation,omitempty"`
+	Inflight    []float64 `json:"peak_inflight,omitempty"`
+	// QueueDelayS is the worst mean wait for a core over the bucket's
+	// control periods, seconds.
+	QueueDelayS []float64 `json:"queue_delay_s,omitempty"`
+	// ShedLevel is levee's highest shed level in the bucket (0 nothing …
+	// 4 everything).
+	ShedLevel []float64 `json:"shed_level,omitempty"`
+	// State: 0 up, 1 cold (warming up), 2 down.
+	State []int `json:"state,omitempty"`
 }
 
-// Chart is a line chart.
-type Chart struct {
-	Title, XLabel, YLabel string
-	Series                []Series
-	// Step draws each series as a staircase (states, counts per bucket).
-	Step bool
-	// YMin and YMax fix the y range when YMax > YMin; otherwise it fits
-	// the data, from 0 when every value is non-negative.
-	YMin, YMax float64
-	// Width and Height in points; defaults 640×260.
-	Width, Height float64
+// Phase returns the phase named name, and whether there is one.
+func (r *Run) Phase(name string) (Phase, bool) {
+	for _, p := range r.Phases {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Phase{}, false
 }
 
-// Table is a small table of text cells.
-type Table struct {
-	Header []string
-	Rows   [][]string
-}
-
-// Section is a heading, a paragraph, an optional table and charts.
-type Section struct {
-	Title  string
-	Text   string
-	Pre    string // preformatted text (e.g. a CLI table), optional
-	Table  *Table
-	Charts []Chart
-}
-
-// Page is a whole report.
-type Page struct {
-	Title    string
-	Intro    string
-	Sections []Section
-}
-
-// palette: colour-blind-safe (Okabe–Ito), fixed order for determinism.
-var palette = []color.RGBA{
-	{0, 114, 178, 255},   // blue
-	{230, 159, 0, 255},   // orange
-	{0, 158, 115, 255},   // green
-	{213, 94, 0, 255},    // vermillion
-	{204, 121, 167, 255}, // purple
-	{86, 180, 233, 255},  // sky
-	{240, 228, 66, 255},  // yellow
-	{0, 0, 0, 255},       // black
-}
-
-// SVG renders c as an SVG document (without an XML prolog, ready to inline
-// in HTML).
-func SVG(c Chart) ([]byte, error) {
-	if len(c.Series) == 0 {
-		return nil, errors.New("report: chart without series")
+// RecoveryAfter is Recovery of the run's Series after the phase named
+// trigger; nil if there is no such phase or goodput never came back.
+func (r *Run) RecoveryAfter(trigger string) *float64 {
+	p, ok := r.Phase(trigger)
+	if !ok {
+		return nil
 	}
-	p := plot.New()
-	p.Title.Text = c.Title
-	p.X.Label.Text = c.XLabel
-	p.Y.Label.Text = c.YLabel
-	p.Legend.Top = true
-	p.Y.Tick.Marker = plainTicks{}
-	p.X.Tick.Marker = plainTicks{}
-	p.Add(plotter.NewGrid())
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, s := range c.Series {
-		if len(s.X) != len(s.Y) {
-			return nil, fmt.Errorf("report: series %q: %d x values, %d y values", s.Name, len(s.X), len(s.Y))
-		}
-		pts := make(plotter.XYs, 0, len(s.X))
-		for k := range s.X {
-			if math.IsNaN(s.Y[k]) || math.IsInf(s.Y[k], 0) {
-				continue
-			}
-			pts = append(pts, plotter.XY{X: s.X[k], Y: s.Y[k]})
-			lo, hi = math.Min(lo, s.Y[k]), math.Max(hi, s.Y[k])
-		}
-		if len(pts) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(pts)
-		if err != nil {
-			return nil, fmt.Errorf("report: series %q: %w", s.Name, err)
-		}
-		l.Color = palette[i%len(palette)]
-		l.Width = vg.Points(1.5)
-		if i >= len(palette) {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-		}
-		if c.Step {
-			l.StepStyle = plotter.PostStep
-		}
-		p.Add(l)
-		if s.Name != "" {
-			p.Legend.Add(s.Name, l)
-		}
-	}
-	switch {
-	case c.YMax > c.YMin:
-		p.Y.Min, p.Y.Max = c.YMin, c.YMax
-	case lo >= 0 && !math.IsInf(lo, 0):
-		p.Y.Min = 0
-		if hi <= 0 {
-			p.Y.Max = 1
-		} else {
-			p.Y.Max = hi * 1.15 // room for the legend
-		}
-	}
-	w, h := c.Width, c.Height
-	if w <= 0 {
-		w = 640
-	}
-	if h <= 0 {
-		h = 260
-	}
-	cv := vgsvg.New(vg.Points(w), vg.Points(h))
-	p.Draw(draw.New(cv))
-	var buf bytes.Buffer
-	if _, err := cv.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("report: %w", err)
-	}
-	out := buf.Bytes()
-	if i := bytes.Index(out, []byte("<svg")); i > 0 {
-		out = out[i:]
-	}
-	return out, nil
-}
-
-// plainTicks labels ticks without trailing zeros: 50000, not 50000.00.
-type plainTicks struct{}
-
-func (plainTicks) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ts {
-		if ts[i].Label != "" {
-			v := ts[i].Value
-			if math.Abs(v) >= 1e6 {
-				ts[i].Label = strconv.FormatFloat(v, 'f', 0, 64)
-			} else {
-				ts[i].Label = strconv.FormatFloat(v, 'g', 6, 64)
-			}
-		}
-	}
-	return ts
-}
-
-const page = `<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>{{.Title}}</title>
-<style>
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;max-width:1000px;margin:2em auto;padding:0 1em;color:#222}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:1em 0;font-size:.9em}
-td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}th{background:#f4f4f4}
-td:first-child,th:first-child,td:last-child,th:last-child{text-align:left}
-pre{background:#f7f7f7;padding:.8em;overflow-x:auto;font-size:.8em}
-.chart{margin:1em 0}.chart svg{max-width:100%;height:auto}
-</style></head><body>
-<h1>{{.Title}}</h1>
-{{if .Intro}}<p>{{.Intro}}</p>{{end}}
-{{range .Sections}}<section>
-<h2>{{.Title}}</h2>
-{{if .Text}}<p>{{.Text}}</p>{{end}}
-{{if .Pre}}<pre>{{.Pre}}</pre>{{end}}
-{{with .Table}}<table><thead><tr>{{range .Header}}<th>{{.}}</th>{{end}}</tr></thead><tbody>
-{{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</tbody></table>{{end}}
-{{range .SVGs}}<div class="chart">{{.}}</div>
-{{end}}</section>
-{{end}}</body></html>
-`
-
-var tmpl = template.Must(template.New("page").Parse(page))
-
-// WriteHTML renders p as one self-contained HTML document.
-func (p *Page) WriteHTML(w io.Writer) error {
-	type sec struct {
-		Section
-		SVGs []template.HTML
-	}
-	data := struct {
-		Title, Intro string
-		Sections     []sec
-	}{Title: p.Title, Intro: p.Intro}
-	for _, s := range p.Sections {
-		x := sec{Section: s}
-		for _, c := range s.Charts {
-			b, err := SVG(c)
-			if err != nil {
-				return err
-			}
-			x.SVGs = append(x.SVGs, template.HTML(b)) // produced by vgsvg, not user input
-		}
-		data.Sections = append(data.Sections, x)
-	}
-	var buf strings.Builder
-	if err := tmpl.Execute(&buf, data); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	_, err := io.WriteString(w, buf.String())
-	return err
+	return Recovery(r.Series, p.StartS, p.EndS)
 }

@@ -2,9 +2,9 @@ package sim
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,19 +21,19 @@ type Duration time.Duration
 // UnmarshalYAML parses a Go duration string; a bare number is seconds.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as 1s or 800us", n.Line)
+		return &ParseError{Line: n.Line, Msg: "want a duration such as 1s or 800us"}
 	}
 	s := strings.TrimSpace(n.Value)
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
 		if v < 0 || v > 1e6 || math.IsNaN(v) {
-			return fmt.Errorf("line %d: duration %q out of range", n.Line, s)
+			return &ParseError{Line: n.Line, Msg: fmt.Sprintf("duration %q out of range [0, 1e6] seconds", s)}
 		}
 		*d = Duration(v * float64(time.Second))
 		return nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: bad duration %q (want e.g. 1s, 800us)", n.Line, s)
+		return &ParseError{Line: n.Line, Msg: fmt.Sprintf("bad duration %q (want e.g. 1s, 800us)", s)}
 	}
 	*d = Duration(v)
 	return nil
@@ -299,20 +299,42 @@ func (s *Scenario) Duration() time.Duration {
 	return d
 }
 
-// Parse decodes and validates a scenario from YAML. Errors name the line.
+// Parse decodes and validates a scenario from YAML. Its errors are
+// *ParseError values that name the line and the field as the YAML wrote
+// them, never a Go type; an unknown field is rejected with the closest
+// known one suggested.
 func Parse(data []byte) (*Scenario, error) {
+	return ParseFile("", data)
+}
+
+// ParseFile is Parse for the contents of the file name, which its errors
+// name ("scenario.yaml:12: …").
+func ParseFile(name string, data []byte) (*Scenario, error) {
+	s, err := decode(data)
+	if pe, ok := err.(*ParseError); ok {
+		pe.File = name
+	}
+	return s, err
+}
+
+func decode(data []byte) (*Scenario, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+		return nil, syntaxError(err)
 	}
 	if len(root.Content) == 0 {
-		return nil, errors.New("sim: empty scenario")
+		return nil, &ParseError{Msg: "empty scenario"}
+	}
+	if err := checkNode(root.Content[0], reflect.TypeFor[Scenario](), ""); err != nil {
+		return nil, err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var s Scenario
 	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("sim: %w", err)
+		// checkNode saw every field and every scalar; what is left is
+		// worded by yaml, without its Go type names.
+		return nil, syntaxError(err)
 	}
 	s.lines = map[string]int{}
 	indexLines(root.Content[0], "", s.lines)
@@ -348,11 +370,11 @@ func indexLines(n *yaml.Node, path string, m map[string]int) {
 // errAt builds a validation error naming the line of path (or of its
 // closest ancestor present in the YAML).
 func (s *Scenario) errAt(path, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	p := path
-	for p != "" {
+	e := &ParseError{Field: path, Msg: fmt.Sprintf(format, args...)}
+	for p := path; p != ""; {
 		if l, ok := s.lines[p]; ok {
-			return fmt.Errorf("sim: line %d: %s: %s", l, path, msg)
+			e.Line = l
+			break
 		}
 		if i := strings.LastIndexAny(p, ".["); i >= 0 {
 			p = p[:i]
@@ -360,7 +382,7 @@ func (s *Scenario) errAt(path, format string, args ...any) error {
 			p = ""
 		}
 	}
-	return fmt.Errorf("sim: %s: %s", path, msg)
+	return e
 }
 
 const maxInstances = 1000

@@ -74,8 +74,8 @@ runs: [{name: none, protection: none}]
 `,
 			check: func(t *testing.T, r *Report) {
 				p := r.Runs[0].Phases
-				if p[0].MeanLatencyS > 0.02 || p[1].MeanLatencyS < 0.045 || p[2].MeanLatencyS > 0.02 {
-					t.Errorf("latencies %.3f, %.3f, %.3f; want ≈ 0.011, ≈ 0.051, ≈ 0.011", p[0].MeanLatencyS, p[1].MeanLatencyS, p[2].MeanLatencyS)
+				if p[0].Latency.Mean > 0.02 || p[1].Latency.Mean < 0.045 || p[2].Latency.Mean > 0.02 {
+					t.Errorf("latencies %.3f, %.3f, %.3f; want ≈ 0.011, ≈ 0.051, ≈ 0.011", p[0].Latency.Mean, p[1].Latency.Mean, p[2].Latency.Mean)
 				}
 			},
 		},
@@ -171,7 +171,7 @@ events: [{at: 1s, kind: slow, tier: app, factor: 10, duration: 1s}]
 	if err := r.WriteTable(&tb); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"scenario small", "offered/s", "goodput ÷ offered per criticality", "SHEDDABLE"} {
+	for _, want := range []string{"sim small (seed 1", "offered/s", "goodput ÷ offered per criticality", "SHEDDABLE"} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}
@@ -179,8 +179,8 @@ events: [{at: 1s, kind: slow, tier: app, factor: 10, duration: 1s}]
 	if err := r.WriteHTML(&hb); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(hb.String(), "<svg"); n != 12 {
-		t.Errorf("HTML has %d charts, want 12 (6 per run)", n)
+	if n := strings.Count(hb.String(), "<svg"); n != 14 {
+		t.Errorf("HTML has %d charts, want 14 (7 per run: requests, and per instance received, served, utilisation, queueing delay, in flight, state)", n)
 	}
 	if err := r.WriteSVG(&sb); err != nil {
 		t.Fatal(err)

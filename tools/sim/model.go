@@ -14,6 +14,7 @@ import (
 	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // What crosses the simulated wire. A mid-tier's failure reaches its caller
@@ -210,7 +211,7 @@ type instance struct {
 	qh, qn   int
 	head     job // sentinel of the in-flight list
 
-	down       bool
+	crashed    bool // crashed and not yet restarted: serves nothing
 	restartGen uint32
 	upSince    int64
 	failUntil  int64
@@ -219,10 +220,10 @@ type instance struct {
 
 	// levee's own signals, driven by virtual time: CPU reads the busy
 	// core-time, queue delay observes each request's wait for a core.
-	ctrl  *admit.Controller
-	cpu   *pressure.CPU
-	qd    *pressure.QueueDelay
-	down2 *caller // downstream client
+	ctrl       *admit.Controller
+	cpu        *pressure.CPU
+	qd         *pressure.QueueDelay
+	downstream *caller // the client of the tier's downstream calls
 
 	busyAcc, busyT int64 // integral of busy cores (core·ns) up to busyT
 	tickAcc        int64
@@ -296,11 +297,11 @@ type world struct {
 	offered, attempted, throttled, goodput, rejected, failed []int64
 	latSum                                                   []float64
 
-	// per phase and criticality: offered (at creation) and goodput (at
-	// completion)
-	critOffered, critGood [][levee.NumCriticalities]int64
+	// per phase and criticality: offered (at creation), attempts (at
+	// sending) and outcomes (at completion)
+	crit [][levee.NumCriticalities]report.Tally
 
-	crashes   []Crash
+	crashes   []report.Crash
 	wasted    int64 // core·ns spent on work whose caller had gone
 	busyAll   int64 // core·ns of all work and rejections
 	rejectCPU int64 // core·ns spent rejecting
@@ -436,7 +437,7 @@ func (w *world) arrival(p *population) {
 	c.deadline = w.now + p.caller.timeout
 	c.att.Init(p.caller.policy, at(w.now), at(c.deadline))
 	w.offered[w.bkt(w.now)]++
-	w.critOffered[w.phase][cr]++
+	w.crit[w.phase][cr].Offered++
 	w.send(c)
 }
 
@@ -463,6 +464,7 @@ func (w *world) send(c *call) {
 	}
 	if cl.pop != nil {
 		w.attempted[w.bkt(now)]++
+		w.crit[w.phase][c.crit].Attempted++
 	}
 	w.requests++
 	attDL := min(c.deadline, now+cl.attemptTimeout)
@@ -603,20 +605,24 @@ func (w *world) finish(c *call, err error) {
 		return
 	}
 	b := w.bkt(w.now)
+	ct := &w.crit[w.phase][c.crit]
 	switch {
 	case err == nil:
 		w.goodput[b]++
-		w.critGood[w.phase][c.crit]++
+		ct.Goodput++
 		w.latSum[b] += float64(w.now-c.start) / 1e9
 	default:
 		if r := rej(err); r != nil {
 			if r.Reason == levee.Throttled {
 				w.throttled[b]++
+				ct.Throttled++
 			} else {
 				w.rejected[b]++
+				ct.Rejected++
 			}
 		} else {
 			w.failed[b]++
+			ct.Failed++
 		}
 	}
 	w.freeCall(c)
@@ -629,7 +635,7 @@ func (t *tierRT) pick() *instance {
 	case "failover":
 		var first *instance
 		for _, in := range t.insts {
-			if in.down {
+			if in.crashed {
 				continue
 			}
 			if t.cfg.LB.Saturated <= 0 || in.qn < t.cfg.LB.Saturated {
@@ -643,7 +649,7 @@ func (t *tierRT) pick() *instance {
 	case "least_inflight":
 		var best *instance
 		for _, in := range t.insts {
-			if !in.down && (best == nil || in.inflight < best.inflight) {
+			if !in.crashed && (best == nil || in.inflight < best.inflight) {
 				best = in
 			}
 		}
@@ -655,7 +661,7 @@ func (t *tierRT) pick() *instance {
 			if t.rr >= n {
 				t.rr = 0
 			}
-			if in := t.insts[t.rr]; !in.down {
+			if in := t.insts[t.rr]; !in.crashed {
 				return in
 			}
 		}
@@ -682,7 +688,7 @@ func (w *world) arrive(in *instance, j *job) {
 	}
 	in.recent[in.recentSlot%10]++
 	in.tier.recv[b]++
-	if in.down || w.now < in.failUntil || (in.tier.cfg.Queue > 0 && in.qn >= in.tier.cfg.Queue) {
+	if in.crashed || w.now < in.failUntil || (in.tier.cfg.Queue > 0 && in.qn >= in.tier.cfg.Queue) {
 		c := j.c
 		w.freeJob(j)
 		w.outcome(c, errRefused)
@@ -777,7 +783,7 @@ func (w *world) serviceTime(in *instance) int64 {
 // admit first (this is where a Go handler's middleware runs: after the
 // queue); a rejection costs a little CPU.
 func (w *world) dispatch(in *instance) {
-	for !in.down && in.busy < in.cores && in.qn > 0 {
+	for !in.crashed && in.busy < in.cores && in.qn > 0 {
 		j := in.q[in.qh]
 		in.q[in.qh] = nil
 		in.qh++
@@ -825,20 +831,20 @@ func (w *world) serviceDone(j *job) {
 			in.byReason[r.Reason]++
 		}
 		w.respond(j, j.rej)
-	case in.down2 != nil && !(j.gone && in.tier.propagate):
+	case in.downstream != nil && !(j.gone && in.tier.propagate):
 		j.state = jDownstream
 		c := w.newCall()
-		c.from = in.down2
+		c.from = in.downstream
 		c.parent = j
 		c.pop = j.pop
 		c.crit = j.crit
 		c.tenant = j.tenant
 		c.start = w.now
-		c.deadline = w.now + in.down2.timeout
+		c.deadline = w.now + in.downstream.timeout
 		if in.tier.propagate {
 			c.deadline = min(c.deadline, j.deadline)
 		}
-		c.att.Init(in.down2.policy, at(w.now), at(c.deadline))
+		c.att.Init(in.downstream.policy, at(w.now), at(c.deadline))
 		j.child = c
 		if c.deadline <= w.now {
 			w.finish(c, errTimeout)
@@ -885,8 +891,8 @@ func (w *world) respond(j *job, err error) {
 // see a reset.
 func (w *world) crash(in *instance, cause, kind string) {
 	in.crashes++
-	w.crashes = append(w.crashes, Crash{
-		T:           round3(float64(w.now) / 1e9),
+	w.crashes = append(w.crashes, report.Crash{
+		T:           report.Round(float64(w.now) / 1e9),
 		Instance:    in.name,
 		Kind:        kind,
 		Cause:       cause,
@@ -894,7 +900,7 @@ func (w *world) crash(in *instance, cause, kind string) {
 		Inflight:    in.inflight,
 	})
 	in.addBusy(-in.busy)
-	in.down = true
+	in.crashed = true
 	in.restartGen++
 	var lost []*job
 	for j := in.head.next; j != &in.head; j = j.next {
@@ -941,7 +947,7 @@ func (w *world) cancelOrphan(c *call) {
 }
 
 func (w *world) restart(in *instance) {
-	in.down = false
+	in.crashed = false
 	in.upSince = w.now
 	in.busyT = w.now
 	in.tickAcc = in.busyAcc
@@ -987,7 +993,7 @@ func (w *world) startProcess(in *instance) {
 		)
 	}
 	if d := t.cfg.Downstream; d != nil {
-		in.down2 = w.newCaller(w.byName[d.Target], &d.Retry, d.Timeout.D(), nil, 0)
+		in.downstream = w.newCaller(w.byName[d.Target], &d.Retry, d.Timeout.D(), nil, 0)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // Options tune a simulation run.
@@ -28,14 +29,16 @@ type Options struct {
 // Run simulates every run of the scenario and returns the report.
 func Run(s *Scenario, opt Options) *Report {
 	jobs := expand(s)
-	rep := &Report{
+	seed := opt.Seed
+	rep := &Report{Report: report.Report{
+		Tool:        "sim",
 		Scenario:    s.Name,
 		Description: s.Description,
-		Seed:        opt.Seed,
+		Seed:        &seed,
 		DurationS:   s.Duration().Seconds(),
 		Trigger:     s.Trigger,
-		Runs:        make([]RunResult, len(jobs)),
-	}
+		Runs:        make([]report.Run, len(jobs)),
+	}}
 	par := opt.Parallel
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
@@ -163,8 +166,7 @@ func newWorld(s *Scenario, run RunSpec, seed uint64) *world {
 		w.phaseEnd = append(w.phaseEnd, t)
 	}
 	w.scale = *s.Phases[0].Scale
-	w.critOffered = make([][levee.NumCriticalities]int64, len(s.Phases))
-	w.critGood = make([][levee.NumCriticalities]int64, len(s.Phases))
+	w.crit = make([][levee.NumCriticalities]report.Tally, len(s.Phases))
 	for i := range s.Tiers {
 		cfg := &s.Tiers[i]
 		tr := &tierRT{
@@ -279,7 +281,7 @@ func (w *world) handle(e event) {
 			w.scenarioEvent(int(e.i), false)
 		case evRestart:
 			in := w.insts[e.i]
-			if e.gen == in.restartGen && in.down {
+			if e.gen == in.restartGen && in.crashed {
 				w.restart(in)
 			}
 		case evPhase:
@@ -300,7 +302,7 @@ func (w *world) control() {
 	b := w.bkt(w.now - 1)
 	ticksPerBucket := float32(w.bucket) / float32(w.period)
 	for _, in := range w.insts {
-		if in.down {
+		if in.crashed {
 			in.state[b] = 2
 			continue
 		}
@@ -379,7 +381,7 @@ func (w *world) scenarioEvent(i int, start bool) {
 				}
 			}
 		case "crash":
-			if start && !in.down {
+			if start && !in.crashed {
 				w.crash(in, "crashed by scenario event (site or machine lost)", "event")
 				in.restartGen++ // the event's duration replaces the tier's restart delay
 				if e.Duration > 0 {

@@ -9,10 +9,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 func load(t testing.TB, name string) *Scenario {
@@ -56,7 +59,7 @@ func scaled(s *Scenario, f float64) *Scenario {
 	return &c
 }
 
-func phase(t *testing.T, r RunResult, name string) PhaseResult {
+func phase(t *testing.T, r report.Run, name string) report.Phase {
 	t.Helper()
 	for _, p := range r.Phases {
 		if p.Name == name {
@@ -64,10 +67,10 @@ func phase(t *testing.T, r RunResult, name string) PhaseResult {
 		}
 	}
 	t.Fatalf("run %s has no phase %q", r.Name, name)
-	return PhaseResult{}
+	return report.Phase{}
 }
 
-func runNamed(t *testing.T, rep *Report, name string) RunResult {
+func runNamed(t *testing.T, rep *Report, name string) report.Run {
 	t.Helper()
 	for _, r := range rep.Runs {
 		if r.Name == name {
@@ -75,7 +78,7 @@ func runNamed(t *testing.T, rep *Report, name string) RunResult {
 		}
 	}
 	t.Fatalf("no run %q", name)
-	return RunResult{}
+	return report.Run{}
 }
 
 // light reports whether to run the small versions of the scenario tests:
@@ -214,14 +217,14 @@ func TestAvalancheFullSize(t *testing.T) {
 				t.Errorf("levee: peak goodput %.0f/s, want ≥ 0.85 × capacity %.0f", p.GoodputRPS, lv.CapacityRPS)
 			}
 			worst, at := math.Inf(1), 0
-			for b, g := range lv.Series.Goodput {
-				if lv.Series.Offered[b] > 0 && g/lv.Series.Offered[b] < worst {
-					worst, at = g/lv.Series.Offered[b], b
+			for b, g := range lv.Series.GoodputRPS {
+				if lv.Series.OfferedRPS[b] > 0 && g/lv.Series.OfferedRPS[b] < worst {
+					worst, at = g/lv.Series.OfferedRPS[b], b
 				}
 			}
 			if worst < 0.5 {
 				t.Errorf("levee: in second %d goodput was %.0f%% of offered (%.0f of %.0f/s), want ≥ 50%% every second",
-					at, 100*worst, lv.Series.Goodput[at], lv.Series.Offered[at])
+					at, 100*worst, lv.Series.GoodputRPS[at], lv.Series.OfferedRPS[at])
 			}
 		})
 	}
@@ -382,7 +385,15 @@ tiers:
 		line int
 		msg  string
 	}{
-		{"unknown field", strings.Replace(good, "    rate_rps: 10\n", "    rate_rps: 10\n    rat: 3\n", 1), 7, "field rat not found"},
+		{"unknown field", strings.Replace(good, "    rate_rps: 10\n", "    rate_rps: 10\n    rat: 3\n", 1), 7, `clients[0]: unknown field "rat" (did you mean "rate_rps"?)`},
+		{"unknown top-level field", good + "capacity_rsp: 100\n", 11, `unknown field "capacity_rsp" (did you mean "capacity_rps"?)`},
+		{"unknown field, nothing close", good + "colour: red\n", 11, `unknown field "colour"`},
+		{"text for a number", strings.Replace(good, "rate_rps: 10", "rate_rps: ten", 1), 6, `clients[0].rate_rps: want a number, got "ten"`},
+		{"fraction for a whole number", strings.Replace(good, "    service: {mean: 1ms}\n", "    service: {mean: 1ms}\n    cores: 1.5\n", 1), 11, `tiers[0].cores: want a whole number, got "1.5"`},
+		{"list for a section", strings.Replace(good, "    service: {mean: 1ms}", "    service: [1ms]", 1), 10, `tiers[0].service: want a section of key: value lines, got a list`},
+		{"section for a list", strings.Replace(good, "phases:\n  - {name: a, duration: 1s}", "phases: {name: a}", 1), 2, `phases: want a list, got a section`},
+		{"text for a bool", good + "runs:\n  - {name: r, throttle: maybe}\n", 12, `runs[0].throttle: want true or false, got "maybe"`},
+		{"bad duration in a field", strings.Replace(good, "{mean: 1ms}", "{mean: fast}", 1), 10, `tiers[0].service.mean: bad duration "fast"`},
 		{"bad target", strings.Replace(good, "target: app", "target: nope", 1), 7, `no tier named "nope"`},
 		{"bad duration", strings.Replace(good, "duration: 1s", "duration: 1 fortnight", 1), 3, "bad duration"},
 		{"negative rate", strings.Replace(good, "rate_rps: 10", "rate_rps: -1", 1), 6, "rate_rps"},
@@ -407,12 +418,23 @@ tiers:
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("error %q does not say %q", err, tt.msg)
 			}
+			if goType.MatchString(err.Error()) {
+				t.Errorf("error %q names a Go type", err)
+			}
 		})
+	}
+	_, err := ParseFile("scenario.yaml", []byte(good+"capacity_rsp: 100\n"))
+	if want := `scenario.yaml:11: unknown field "capacity_rsp" (did you mean "capacity_rps"?)`; err == nil || err.Error() != want {
+		t.Errorf("ParseFile error = %v, want %s", err, want)
 	}
 	if _, err := Parse([]byte(good)); err != nil {
 		t.Fatalf("good scenario: %v", err)
 	}
 }
+
+// goType matches what a message would show of a Go type: a package-
+// qualified name, or the words Go's decoders use for one.
+var goType = regexp.MustCompile(`\bsim\.[A-Z]|\b(float64|int64|uint64|int|bool|string)\b|map\[|\[\][a-z]|!!|in type|into `)
 
 func FuzzParse(f *testing.F) {
 	for _, n := range ScenarioNames() {
@@ -425,6 +447,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "sim: ") {
 				t.Errorf("error without package prefix: %v", err)
+			}
+			if _, ok := err.(*ParseError); !ok {
+				t.Errorf("error %T, want *ParseError: %v", err, err)
 			}
 			return
 		}
@@ -442,13 +467,15 @@ func TestNoPolicyCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string]bool{
-		"github.com/levee-dev/levee":              true,
-		"github.com/levee-dev/levee/admit":        true,
-		"github.com/levee-dev/levee/retry":        true,
-		"github.com/levee-dev/levee/throttle":     true,
-		"github.com/levee-dev/levee/pressure":     true,
-		"github.com/levee-dev/levee/tools/report": true,
-		"go.yaml.in/yaml/v3":                      true,
+		"github.com/levee-dev/levee":                    true,
+		"github.com/levee-dev/levee/admit":              true,
+		"github.com/levee-dev/levee/retry":              true,
+		"github.com/levee-dev/levee/throttle":           true,
+		"github.com/levee-dev/levee/pressure":           true,
+		"github.com/levee-dev/levee/tools/report":       true,
+		"github.com/levee-dev/levee/tools/report/chart": true,
+		"github.com/levee-dev/levee/tools/suggest":      true,
+		"go.yaml.in/yaml/v3":                            true,
 	}
 	used := map[string]bool{}
 	fset := token.NewFileSet()

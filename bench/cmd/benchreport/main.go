@@ -18,10 +18,11 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 func main() {
@@ -131,16 +132,10 @@ func parseBench(out []byte) (map[string]*result, []string) {
 	return res, order
 }
 
+// median is report.Median without the spread.
 func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	m, _, _ := report.Median(xs)
+	return m
 }
 
 // rewrite replaces, for each section name, the text between

@@ -10,4 +10,9 @@
 //
 // leveeprom's own TestAlertRules makes a lighter structural check of the
 // same file from the main module.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools
+// → commands) rulecheck is a check, not a library: a module of its own under
+// deploy/, outside the workspace, that imports Prometheus's rule parser and
+// reads leveeprom's metric names; nothing imports it.
 package rulecheck
