@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"time"
@@ -237,10 +238,29 @@ func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
-// SignalState is one signal's reading at the last Step.
+// SignalState is one signal's reading at the last Step. Value is NaN
+// while the signal has no reading; JSON encodes a NaN or infinite Value or
+// Target as null.
 type SignalState struct {
 	Name          string
 	Value, Target float64
+}
+
+// MarshalJSON encodes s with a NaN or infinite Value or Target as null:
+// encoding/json refuses such floats, and a Snapshot taken before the
+// first samples holds them.
+func (s SignalState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name          string
+		Value, Target *float64
+	}{s.Name, finiteOrNil(s.Value), finiteOrNil(s.Target)})
+}
+
+func finiteOrNil(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }
 
 // Load returns the signal's load, Value ÷ Target (1.0 = at target), or NaN

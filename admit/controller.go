@@ -153,6 +153,9 @@ func New(opts ...Option) *Controller {
 		origin:      time.Now(),
 	}
 	c.clk = monoClock{c.origin}
+	c.report.snap.AdmitFraction = 1
+	c.readSignals() // the snapshot lists the signals from the first instant
+	c.loadBits.Store(0)
 	c.stepped.Store(c.clk.now()) // a new controller is as fresh as a stepped one
 	if len(cfg.quotas) > 0 {
 		c.quotas = make(map[string]*quotaState, len(cfg.quotas))

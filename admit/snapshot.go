@@ -39,9 +39,9 @@ func (r *report) step(c *Controller, in reportIn) []Event {
 	s := &r.snap
 	s.Time = in.t
 	s.Overloaded = in.shedding
-	s.Load = in.load
-	s.ShedLevel = in.shedLevel
-	s.AdmitFraction = in.admitFraction
+	s.Load = finite(in.load)
+	s.ShedLevel = finite(in.shedLevel)
+	s.AdmitFraction = finite(in.admitFraction)
 	s.DegradeLevel = in.level
 	if in.wasShedding {
 		s.ShedSeconds += in.sec
@@ -49,15 +49,15 @@ func (r *report) step(c *Controller, in reportIn) []Event {
 	if r.level > 0 {
 		s.DegradedSeconds += in.sec
 	}
-	s.RetryShare = in.share
+	s.RetryShare = finite(in.share)
 	s.NoRetry = c.noRetry
 	s.RetryAfter = c.overTable[0][c.retryIdx].RetryAfter
-	s.CapacityRPS = in.capacity
-	s.FairShareRPS = in.fair
+	s.CapacityRPS = finite(in.capacity)
+	s.FairShareRPS = finite(in.fair)
 	s.ActiveTenants = int(math.Round(c.tenants.units))
 	s.TenantGroups = c.tenants.nGroups
-	s.OfferedRPS = in.offered
-	s.TenantShedRPS = in.tenantShed
+	s.OfferedRPS = finite(in.offered)
+	s.TenantShedRPS = finite(in.tenantShed)
 	s.Routes = c.routes.routes()
 
 	var events []Event
@@ -97,6 +97,15 @@ func (r *report) step(c *Controller, in reportIn) []Event {
 		events[i].Snapshot = snap
 	}
 	return events
+}
+
+// finite returns v, or 0 when it is NaN or infinite: a report never
+// carries a value JSON cannot encode.
+func finite(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
 }
 
 // Snapshot returns the state as of the last Step, with cumulative counters
