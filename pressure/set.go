@@ -52,12 +52,20 @@ const defaultCPUTarget = 0.95
 //	go set.Run(ctx)
 //	ctl := admit.New(admit.WithSignals(set.Signals()...))
 func Default() (*Set, error) {
-	c, err := NewCPU(WithCPUTarget(defaultCPUTarget), WithCPUPeriod(setPeriod), WithCPUSmoothing(setPeriod))
+	c, err := NewCPU(DefaultCPUOptions()...)
 	if err != nil {
 		return nil, err
 	}
 	sched := NewSchedLatency(WithSchedPeriod(setPeriod), WithSchedSmoothing(setPeriod))
 	return &Set{CPU: c, Sched: sched, Queue: NewQueueDelay()}, nil
+}
+
+// DefaultCPUOptions returns the options of Default's CPU signal (target
+// 0.95, sampled every 50 ms with a 50 ms EWMA), for a CPU signal built
+// with other readers, such as the simulator's, that should behave as a
+// real server's: append the readers after them.
+func DefaultCPUOptions() []CPUOption {
+	return []CPUOption{WithCPUTarget(defaultCPUTarget), WithCPUPeriod(setPeriod), WithCPUSmoothing(setPeriod)}
 }
 
 // Signals returns the set's signals, in the order CPU, scheduler latency,

@@ -244,7 +244,9 @@ type Event struct {
 // Levee configures levee's protection for levee runs.
 type Levee struct {
 	// CPUTarget is the target of the instance's CPU signal (pressure.CPU,
-	// fed with the instance's busy core-time); default pressure's (0.8).
+	// fed with the instance's busy core-time); default pressure.Default's
+	// (0.95): the simulator's levee is a real server's unless the scenario
+	// says otherwise.
 	CPUTarget float64 `yaml:"cpu_target"`
 	// QueueDelayTarget is the target of the queueing-delay signal
 	// (pressure.QueueDelay, observing each request's wait for a core);

@@ -961,14 +961,16 @@ func (w *world) startProcess(in *instance) {
 	t := in.tier
 	in.cpu, in.qd = nil, nil
 	if t.protect {
-		opts := []pressure.CPUOption{
+		// A real server's CPU signal (pressure.Default's target and
+		// smoothing), fed with the instance's busy core-time.
+		opts := append(pressure.DefaultCPUOptions(),
 			pressure.WithCgroupFS(nil),
 			pressure.WithMaxProcs(func() int { return in.cores }),
 			pressure.WithProcessCPU(func() (time.Duration, error) {
 				return time.Duration(in.busyAcc + int64(in.busy)*(w.now-in.busyT)), nil
 			}),
 			pressure.WithCPUPeriod(w.s.Levee.Period.D()),
-		}
+		)
 		if w.s.Levee.CPUTarget > 0 {
 			opts = append(opts, pressure.WithCPUTarget(w.s.Levee.CPUTarget))
 		}
