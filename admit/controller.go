@@ -116,6 +116,7 @@ type Controller struct {
 
 	// Control state, owned by Step under mu: one field per stage.
 	mu       sync.Mutex
+	combine  combiner
 	last     int64 // the last Step (the controller's scale)
 	hasLast  bool
 	meter    meter
@@ -153,9 +154,15 @@ func New(opts ...Option) *Controller {
 		origin:      time.Now(),
 	}
 	c.clk = monoClock{c.origin}
+	util := make([]bool, len(cfg.signals))
+	for i, s := range cfg.signals {
+		_, util[i] = s.(saturating)
+	}
+	c.combine = newCombiner(util)
 	c.report.snap.AdmitFraction = 1
-	c.readSignals() // the snapshot lists the signals from the first instant
-	c.loadBits.Store(0)
+	for _, s := range cfg.signals { // the snapshot lists the signals from the first instant
+		c.report.snap.Signals = append(c.report.snap.Signals, SignalState{Name: s.Name(), Value: s.Value(), Target: s.Target()})
+	}
 	c.stepped.Store(c.clk.now()) // a new controller is as fresh as a stepped one
 	if len(cfg.quotas) > 0 {
 		c.quotas = make(map[string]*quotaState, len(cfg.quotas))
@@ -237,7 +244,8 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	c.last, c.hasLast = now, true
 	sec := time.Duration(dt).Seconds()
 
-	load := c.readSignals()
+	sig := c.readSignals()
+	load := sig.load
 	var cnt counts
 	for cr := range levee.NumCriticalities {
 		cnt.arrivals[cr] = c.arrivals[cr].Load()
@@ -261,7 +269,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	wasShedding := c.law.shedding
 	var lo lawOut
 	c.law, lo = c.law.step(lawIn{now: now, dt: time.Duration(dt), load: load, R: m.R, admRate: m.admRate,
-		admitted: m.admitted, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped})
+		admitted: m.admitted, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped})
 	ra := c.episodes.step(episodeIn{now: now, shedding: c.law.shedding, epStart: c.law.epStart,
 		ended: lo.ended, epLen: lo.epLen, period: c.cfg.period})
 
@@ -295,23 +303,17 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	})
 }
 
-// readSignals reads every signal into the report and returns the load:
-// the maximum over signals of value ÷ target, NaN readings ignored.
-func (c *Controller) readSignals() float64 {
-	load := 0.0
-	c.report.snap.Signals = c.report.snap.Signals[:0]
+// readSignals reads every signal into the report and combines them (see
+// signals.go).
+func (c *Controller) readSignals() reading {
+	st := c.report.snap.Signals[:0]
 	for _, s := range c.cfg.signals {
-		v, t := s.Value(), s.Target()
-		c.report.snap.Signals = append(c.report.snap.Signals, SignalState{Name: s.Name(), Value: v, Target: t})
-		if !math.IsNaN(v) && t > 0 && v/t > load {
-			load = v / t
-		}
+		st = append(st, SignalState{Name: s.Name(), Value: s.Value(), Target: s.Target()})
 	}
-	if math.IsInf(load, 0) {
-		load = 100
-	}
-	c.loadBits.Store(math.Float64bits(load))
-	return load
+	c.report.snap.Signals = st
+	r := c.combine.step(st)
+	c.loadBits.Store(math.Float64bits(r.load))
+	return r
 }
 
 // publish sets the rejection errors Admit hands out: their Retry-After

@@ -40,6 +40,7 @@ type lawIn struct {
 	R        float64       // smoothed eligible arrival rate (meter)
 	admRate  float64       // smoothed admitted rate (meter)
 	admitted float64       // this period's admitted rate (meter)
+	over     bool          // the signals say overloaded (signals.go)
 	flood    bool          // the meter saw a flood this period ...
 	wasFlood bool          // ... and the previous one
 	degraded bool          // the degradation level was above 0 before this period
@@ -88,9 +89,10 @@ func (s law) step(in lawIn) (law, lawOut) {
 	admCount := in.admitted * sec
 	s.admHist[s.histPos%len(s.admHist)] = admCount - s.capEst*sec
 	s.histPos++
-	if !s.shedding && R > 0 && in.degraded && (load > 1 || in.flood && in.wasFlood) {
+	if !s.shedding && R > 0 && in.degraded && (in.over || in.flood && in.wasFlood) {
 		s = s.enter(in)
 		out.started = true
+
 	} else if s.shedding {
 		s = s.steer(in, admCount, steady, lagged, ac)
 	}

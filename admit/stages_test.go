@@ -161,7 +161,7 @@ func lawAt(s law, loads []float64, R float64, degraded bool) (law, lawOut) {
 		if s.shedding {
 			adm = min(R, out.aim)
 		}
-		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, R: R, admRate: adm, admitted: adm, degraded: degraded})
+		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, over: l > 1, R: R, admRate: adm, admitted: adm, degraded: degraded})
 	}
 	return s, out
 }
@@ -189,7 +189,7 @@ func TestLawStep(t *testing.T) {
 	})
 	t.Run("enters at the capacity, drains the backlog, sheds the rest", func(t *testing.T) {
 		s, _ := lawAt(law{}, repeat(0.5, 100), 500, false)
-		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 1.5, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
+		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 1.5, over: true, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
 		if !out.started || !s.shedding {
 			t.Fatalf("started %v shedding %v, want an episode", out.started, s.shedding)
 		}
@@ -198,6 +198,15 @@ func TestLawStep(t *testing.T) {
 		// 100/s below the capacity.
 		if math.Abs(s.target-1000) > 1 || math.Abs(s.drain-25) > 1e-6 || math.Abs(out.aim-900) > 1e-6 || math.Abs(out.shed-2100) > 1e-6 {
 			t.Errorf("target %.1f drain %.1f aim %.1f shed %.1f, want 1000, 25, 900, 2100", s.target, s.drain, out.aim, out.shed)
+		}
+	})
+	t.Run("does not enter without the signals' verdict", func(t *testing.T) {
+		// A CPU over its target with nothing waiting (signals.go): load
+		// 1.05, over false.
+		s := law{capEst: 1000}
+		s, out := s.step(lawIn{now: 0, dt: testDt, load: 1.05, R: 1100, admRate: 1050, admitted: 1050, degraded: true})
+		if s.shedding || out.shed != 0 {
+			t.Errorf("shedding %v, shed %.0f with load 1.05 not confirmed, want none", s.shedding, out.shed)
 		}
 	})
 	t.Run("never cuts below target", func(t *testing.T) {
@@ -222,4 +231,48 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("ended %v shedding %v epLen %v, want true false 2s", out.ended, s2.shedding, out.epLen)
 		}
 	})
+}
+
+func TestCombineSignals(t *testing.T) {
+	nan := math.NaN()
+	cpu := func(v float64) SignalState { return SignalState{Name: "cpu", Value: v, Target: 0.95} }
+	queue := func(v float64) SignalState { return SignalState{Name: "queue_delay", Value: v, Target: 0.010} }
+	sched := func(v float64) SignalState { return SignalState{Name: "sched_latency", Value: v, Target: 0.050} }
+	// Each case steps a combiner through `periods` periods of the same
+	// states and checks the verdict after each.
+	tests := []struct {
+		name     string
+		states   []SignalState
+		util     []bool
+		periods  int
+		wantLoad float64
+		wantOver []bool // per period
+	}{
+		{"CPU over its target, nothing waits: busy, not overloaded (until it persists 2 s)", []SignalState{cpu(0.97), queue(0.001), sched(0.002)}, []bool{true, false, false}, utilPersist + 1, 0.97 / 0.95,
+			append(make([]bool, utilPersist), true)},
+		{"CPU over its target and a queue at half its target: overloaded from the 2nd period", []SignalState{cpu(0.97), queue(0.005), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
+			[]bool{false, true, true}},
+		{"CPU alone, no delay signal: over its target is overload", []SignalState{cpu(0.97)}, []bool{true}, 2, 0.97 / 0.95, []bool{false, true}},
+		{"a queue over its target, CPU low (a slow dependency): overloaded", []SignalState{cpu(0.2), queue(0.030)}, []bool{true, false}, 2, 3, []bool{false, true}},
+		{"a delay signal without a reading confirms nothing, and is not asked", []SignalState{cpu(0.97), queue(nan)}, []bool{true, false}, 2, 0.97 / 0.95, []bool{false, true}},
+		{"everything below target", []SignalState{cpu(0.5), queue(0.004)}, []bool{true, false}, 12, 0.5 / 0.95, make([]bool, 12)},
+		{"no reading at all", []SignalState{cpu(nan), queue(nan)}, []bool{true, false}, 2, 0, []bool{false, false}},
+		{"an infinite delay counts as far over", []SignalState{queue(math.Inf(1))}, []bool{false}, 2, 100, []bool{false, true}},
+	}
+	for _, tt := range tests {
+		c := newCombiner(tt.util)
+		for p := range tt.periods {
+			got := c.step(tt.states)
+			if math.Abs(got.load-tt.wantLoad) > 1e-9 || got.over != tt.wantOver[p] {
+				t.Errorf("%s: period %d: load %.4f over %v, want %.4f %v", tt.name, p+1, got.load, got.over, tt.wantLoad, tt.wantOver[p])
+			}
+		}
+	}
+	// A spike of one period is not overload.
+	c := newCombiner([]bool{true, false})
+	for p, st := range [][]SignalState{{cpu(0.5), queue(0.002)}, {cpu(0.5), queue(0.030)}, {cpu(0.5), queue(0.002)}, {cpu(0.5), queue(0.030)}} {
+		if got := c.step(st); got.over {
+			t.Errorf("alternating spikes: overloaded at period %d", p+1)
+		}
+	}
 }
