@@ -57,10 +57,13 @@ type Quota struct {
 	ByCriticality [levee.NumCriticalities]Limit
 }
 
-// WithSignals sets the resource signals. The process is overloaded when any
-// signal's Value is above its Target. Nil signals are ignored. Without
-// signals nothing is ever shed for overload (deadlines and quotas still
-// apply).
+// WithSignals sets the resource signals. A delay signal above its Target
+// means overload; a utilisation (a signal with a Saturation method, such
+// as pressure.CPU) above its Target means overload only when a delay
+// signal sees work wait, or none is configured, or it stays above for 2 s
+// (the package documentation, "How signals combine"). Nil signals are
+// ignored. Without signals nothing is ever shed for overload (deadlines
+// and quotas still apply).
 func WithSignals(s ...levee.Signal) Option {
 	return func(c *config) {
 		for _, x := range s {
@@ -278,8 +281,9 @@ func (s SignalState) Load() float64 {
 type Snapshot struct {
 	// Time of the last Step.
 	Time time.Time
-	// Overloaded reports whether any signal was above its target at the
-	// last Step, or shedding is still in progress.
+	// Overloaded reports whether the controller is in an overload episode:
+	// from the Step that started shedding (see "How signals combine" in
+	// signals.go) until nothing has been shed for 500 ms.
 	Overloaded bool
 	// Load is the maximum over signals of value ÷ target (1.0 = at target).
 	Load float64

@@ -35,11 +35,13 @@
 //
 //	every period (Step, 50 ms by default):
 //	  load  = max over signals of value/target             (1.0 = at target)
+//	  over  = a waiting signal above target, or a utilisation above target
+//	          confirmed (signals.go), held two periods
 //	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once)
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
 //	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
 //	        (the signal would show the flood a period or two later)
-//	  load > 1 and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
+//	  over and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
@@ -94,6 +96,7 @@
 // its state and has inputs and outputs a table test names (the model is
 // CockroachDB's admission package):
 //
+//	signals.go     how signals combine: the verdict and the load
 //	meter.go       counters → rates; a jump or a flood taken at once
 //	retryshare.go  the share of retries; "don't retry" with hysteresis
 //	               (then package degrade steps its level)

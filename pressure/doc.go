@@ -1,7 +1,9 @@
 // Package pressure provides the resource signals from which levee's
 // admission controller (package admit) judges overload. Each signal
-// implements levee.Signal; the process is overloaded when any enabled
-// signal's Value is above its Target.
+// implements levee.Signal. A waiting signal (scheduler latency, queueing
+// delay, concurrency) above its Target means overload; CPU, a utilisation
+// (it has a Saturation method), above its Target counts when a waiting
+// signal confirms that work waits (package admit, "How signals combine").
 //
 //	signal        Name            unit                          default target
 //	CPU           "cpu"           fraction of the allowed cores 0.8 (0.95 in Default)
