@@ -137,6 +137,9 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 	if p != nil && now > p.until {
 		p = nil // not refreshed for planLife: shed nothing on stale information
 	}
+	if p == nil && n%surgeEvery == 0 {
+		p = c.checkSurge(now)
+	}
 	var key, l1, l2 uint64
 	if call.Tenant != "" {
 		sampled := (n*tenantMul)>>(64-c.sampleShift.Load()) == 0

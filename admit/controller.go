@@ -54,6 +54,7 @@ const (
 	maxRise         = 1.1                    // the target rises at most this much a period
 	fastRise        = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
 	drainTime       = 250 * time.Millisecond // drain a flood's backlog over about this long
+	delayHold       = 10                     // periods a delay's report of a drained backlog does not cut the target
 	// Arrivals jumping above floodJump × the capacity estimate start
 	// shedding before the signal shows the flood.
 	floodJump = 2.0
@@ -80,6 +81,7 @@ type counter struct {
 type Controller struct {
 	// Read by every Admit.
 	plan        atomic.Pointer[plan]
+	surge       atomic.Pointer[surge]
 	overErr     [levee.NumCriticalities]atomic.Pointer[levee.RejectedError]
 	clock       atomic.Int64 // coarse clock (ns since origin) while Run is active, else 0
 	stepped     atomic.Int64 // ns since origin of the last Step
@@ -269,7 +271,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	wasShedding := c.law.shedding
 	var lo lawOut
 	c.law, lo = c.law.step(lawIn{now: now, dt: time.Duration(dt), load: load, R: m.R, admRate: m.admRate,
-		admitted: m.admitted, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped})
+		admitted: m.admitted, prop: sig.prop, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped})
 	ra := c.episodes.step(episodeIn{now: now, shedding: c.law.shedding, epStart: c.law.epStart,
 		ended: lo.ended, epLen: lo.epLen, period: c.cfg.period})
 
@@ -289,6 +291,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 		res.p.carry(prev)
 	}
 	c.plan.Store(res.p)
+	c.surge.Store(armSurge(arrived, c.law.capEst, c.cfg.period.Seconds(), level > 0, c.law.shedding))
 
 	noRetryChanged := c.publish(ra, noRetry)
 

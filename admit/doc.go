@@ -40,7 +40,8 @@
 //	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once)
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
 //	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
-//	        (the signal would show the flood a period or two later)
+//	        (the signal would show the flood a period or two later); until
+//	        then admissions beyond 2K a period are paced at K (surge.go)
 //	  over and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
@@ -97,6 +98,7 @@
 // CockroachDB's admission package):
 //
 //	signals.go     how signals combine: the verdict and the load
+//	surge.go       the bound on what is admitted before shedding starts
 //	meter.go       counters → rates; a jump or a flood taken at once
 //	retryshare.go  the share of retries; "don't retry" with hysteresis
 //	               (then package degrade steps its level)

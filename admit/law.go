@@ -22,6 +22,7 @@ type law struct {
 	corr     float64 // integral correction of the estimate
 	prevLoad float64 // the previous reading, clamped
 	lastLoad float64 // the previous reading
+	hold     int     // periods a delay reading does not cut the target after a drain
 	epStart  int64   // ns: the episode's start
 	lastShed int64   // ns: the last period with something to shed
 
@@ -36,7 +37,8 @@ type law struct {
 type lawIn struct {
 	now      int64         // ns
 	dt       time.Duration // length of the period
-	load     float64       // the signals' reading
+	load     float64       // the signals' reading (max over signals)
+	prop     float64       // the proportional reading (signals.go)
 	R        float64       // smoothed eligible arrival rate (meter)
 	admRate  float64       // smoothed admitted rate (meter)
 	admitted float64       // this period's admitted rate (meter)
@@ -97,7 +99,7 @@ func (s law) step(in lawIn) (law, lawOut) {
 		s = s.steer(in, admCount, steady, lagged, ac)
 	}
 	s.admCnt[1], s.admCnt[0] = s.admCnt[0], admCount
-	s.prevLoad = min(max(load, minLoad), maxLoad)
+	s.prevLoad = min(max(in.prop, minLoad), maxLoad)
 	out.aim = s.target
 	if s.drain > 0 {
 		out.aim = max(0.1*s.capStart, s.capStart-s.drain/drainTime.Seconds())
@@ -123,6 +125,14 @@ func (s law) step(in lawIn) (law, lawOut) {
 func (s law) enter(in lawIn) law {
 	s.shedding = true
 	s.epStart, s.lastShed = in.now, in.now
+	if in.flood && in.wasFlood && s.capEst > 0 {
+		// Entered on a flood seen in the arrivals: whatever the signals
+		// read now is the backlog the flood built before the first
+		// shedding Step, not lost capacity. Aim at the capacity learned
+		// before it and drain the backlog (below).
+		s.target = s.capEst
+		return s.startDrain()
+	}
 	// A delay signal is not proportional to the admitted rate: a spike
 	// of it says "over", not by how much. Clamp as the law does.
 	base := in.admRate
@@ -136,6 +146,12 @@ func (s law) enter(in lawIn) law {
 	if s.capEst > 0 && s.capEst < s.target {
 		s.target = s.capEst
 	}
+	return s.startDrain()
+}
+
+// startDrain sets the episode's drain: the backlog admitted above the
+// capacity in the last periods, drained by aiming below the target.
+func (s law) startDrain() law {
 	s.capStart = s.target
 	s.drain = 0
 	s.sawOver = false
@@ -172,17 +188,34 @@ func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac float64) 
 		s.sawOver = s.sawOver || load > 1
 		// The signal is saturated by the backlog: steer by the model
 		// (backlog shrinks by capacity − admitted) instead of
-		// integrating a reading that cannot say how far over we are.
-		s.drain -= s.capStart*sec - admCount
+		// integrating a reading that cannot say how far over we are. A
+		// utilisation above its target says the backlog is worked off
+		// that much faster than at the target.
+		s.drain -= s.capStart*sec*min(max(in.prop, 1), maxLoad) - admCount
 		if s.drain <= 0.5*s.capStart*sec {
 			s.drain = 0
+			s.hold = delayHold
+		}
+	case load > 1 && in.prop < 0.9*load:
+		// A delay binds, the utilisation reads lower: either it still
+		// reports the backlog of the episode's start, drained by now (a
+		// delay signal reports a wait when the work that waited runs, and
+		// smooths it: hold the target for delayHold periods after the
+		// drain; the backlog was the flood's, not lost capacity), or
+		// something outside the utilisation is short (a slow dependency:
+		// the delay stays; cut as the fallback does).
+		if s.hold > 0 {
+			s.hold--
+		} else {
+			s.target *= math.Pow(min(load, maxLoad), -fallbackGain)
 		}
 	case s.admCnt[0]+s.admCnt[1] >= 4 && load > 0.05:
+		s.hold = 0
 		// The signal now reflects what was admitted lagPeriods−1 and
 		// lagPeriods periods ago; admitted ÷ load over those periods is
 		// the admitted rate that puts the load at 1, and the arrival
 		// noise in both cancels. Move part of the way to it.
-		l := min(max(load, minLoad), maxLoad)
+		l := min(max(in.prop, minLoad), maxLoad)
 		est := (s.admCnt[0] + s.admCnt[1]) / ((l + s.prevLoad) * sec)
 		// A slow integral of the load error removes what the estimate
 		// cannot see (admissions below the aim, work that is not

@@ -73,9 +73,10 @@ func TestManyTenantsHoldTarget(t *testing.T) {
 						if math.Abs(util-p.target) > 0.05 {
 							t.Errorf("mean utilisation %.3f, want within ±0.05 of %.2f", util, p.target)
 						}
-						// The tenant stage's shed is measured: never more
-						// than what was rejected.
-						if last := ws[len(ws)-1]; snap.TenantShedRPS > 1.2*last.rejected+20 {
+						// The tenant stage's shed is measured: never far
+						// more than what was rejected (one period's rate
+						// against the last second's).
+						if last := ws[len(ws)-1]; snap.TenantShedRPS > 1.5*last.rejected+50 {
 							t.Errorf("TenantShedRPS %.0f/s while %.0f/s were rejected in all", snap.TenantShedRPS, last.rejected)
 						}
 					})

@@ -75,14 +75,6 @@ func (m *meter) step(in meterIn) meterOut {
 		out.arrived += float64(dA) / sec
 	}
 	m.prev = in.counts
-	ash := smooth.Alpha(in.dt, shareTau)
-	for r := range m.share {
-		if !m.init {
-			m.share[r] = rateNow[r]
-		} else {
-			m.share[r] = smooth.Toward(m.share[r], rateNow[r], ash)
-		}
-	}
 	// Arrival rates: smoothed over a second (their noise would move the
 	// ladder position every period), but a flood or a drop of a third or
 	// more is taken at once.
@@ -108,6 +100,17 @@ func (m *meter) step(in meterIn) meterOut {
 	// second, would go on shedding most of what follows. Take the period's
 	// count as it is.
 	jump = jump || (in.shedding && in.load < minLoad && got < exp)
+	// The split between ranks moves slowly (shareTau), except on a jump:
+	// a flood from one rank, split by the shares of before it, would be
+	// booked against the others for seconds.
+	ash := smooth.Alpha(in.dt, shareTau)
+	for r := range m.share {
+		if !m.init || jump {
+			m.share[r] = rateNow[r]
+		} else {
+			m.share[r] = smooth.Toward(m.share[r], rateNow[r], ash)
+		}
+	}
 	ar := smooth.Alpha(in.dt, rateTau)
 	for r := range m.rate {
 		if jump {

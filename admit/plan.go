@@ -30,6 +30,7 @@ type plan struct {
 	// do, spread evenly.
 	pace       gcra
 	budgetRank int
+	surge      bool  // every request is paced (surge.go)
 	until      int64 // the plan is not applied after this (the controller's scale)
 	all        [levee.NumCriticalities]bool
 	thr        [levee.NumCriticalities]uint64 // reject if weyl(n) < thr
@@ -89,6 +90,10 @@ func (p *plan) find(key uint64) *planTenant {
 // prefix's; otherwise the plan for everyone.
 // at now (the controller's scale).
 func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64) bool {
+	if p.surge {
+		_, ok := p.pace.take(now)
+		return !ok
+	}
 	if p.hasTenants {
 		for _, k := range [3]uint64{key, l1, l2} {
 			if k == 0 {

@@ -48,7 +48,11 @@ type saturating interface{ Saturation() float64 }
 // reading is the signals' verdict for one period.
 type reading struct {
 	load float64 // max over signals of value ÷ target; 0 when none reads
-	over bool    // overloaded by the rule above, persisted
+	// prop is the proportional reading: the largest utilisation's load,
+	// or load when no utilisation reads. A delay says "over", not by how
+	// much; the law divides by prop, not by a delay.
+	prop float64
+	over bool // overloaded by the rule above, persisted
 }
 
 // combiner is the stage that applies the rule; it keeps how long each
@@ -66,7 +70,7 @@ func newCombiner(util []bool) combiner {
 // step combines one period's states.
 func (c *combiner) step(states []SignalState) reading {
 	var r reading
-	delays, delayHalf, delayOver := 0, false, false
+	delays, delayHalf, delayOver, utils := 0, false, false, 0
 	for i, s := range states {
 		l := s.Load()
 		if math.IsNaN(l) {
@@ -82,7 +86,10 @@ func (c *combiner) step(states []SignalState) reading {
 		} else {
 			c.runs[i] = 0
 		}
-		if !c.util[i] {
+		if c.util[i] {
+			utils++
+			r.prop = max(r.prop, l)
+		} else {
 			delays++
 			delayHalf = delayHalf || l >= 0.5
 			delayOver = delayOver || l > 1
@@ -100,5 +107,8 @@ func (c *combiner) step(states []SignalState) reading {
 		c.over = 0
 	}
 	r.over = c.over >= entryPersist
+	if utils == 0 {
+		r.prop = r.load
+	}
 	return r
 }

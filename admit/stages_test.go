@@ -161,7 +161,7 @@ func lawAt(s law, loads []float64, R float64, degraded bool) (law, lawOut) {
 		if s.shedding {
 			adm = min(R, out.aim)
 		}
-		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, over: l > 1, R: R, admRate: adm, admitted: adm, degraded: degraded})
+		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, prop: l, over: l > 1, R: R, admRate: adm, admitted: adm, degraded: degraded})
 	}
 	return s, out
 }
@@ -189,7 +189,7 @@ func TestLawStep(t *testing.T) {
 	})
 	t.Run("enters at the capacity, drains the backlog, sheds the rest", func(t *testing.T) {
 		s, _ := lawAt(law{}, repeat(0.5, 100), 500, false)
-		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 1.5, over: true, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
+		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 1.5, prop: 1.5, over: true, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
 		if !out.started || !s.shedding {
 			t.Fatalf("started %v shedding %v, want an episode", out.started, s.shedding)
 		}
@@ -204,21 +204,21 @@ func TestLawStep(t *testing.T) {
 		// A CPU over its target with nothing waiting (signals.go): load
 		// 1.05, over false.
 		s := law{capEst: 1000}
-		s, out := s.step(lawIn{now: 0, dt: testDt, load: 1.05, R: 1100, admRate: 1050, admitted: 1050, degraded: true})
+		s, out := s.step(lawIn{now: 0, dt: testDt, load: 1.05, prop: 1.05, R: 1100, admRate: 1050, admitted: 1050, degraded: true})
 		if s.shedding || out.shed != 0 {
 			t.Errorf("shedding %v, shed %.0f with load 1.05 not confirmed, want none", s.shedding, out.shed)
 		}
 	})
 	t.Run("never cuts below target", func(t *testing.T) {
 		s := law{capEst: 1000, shedding: true, target: 800, corr: 1, admCnt: [2]float64{40, 40}, prevLoad: 0.8}
-		s2, _ := s.step(lawIn{dt: testDt, load: 0.8, R: 3000, admRate: 800, admitted: 800})
+		s2, _ := s.step(lawIn{dt: testDt, load: 0.8, prop: 0.8, R: 3000, admRate: 800, admitted: 800})
 		if s2.target < s.target {
 			t.Errorf("target cut from %.1f to %.1f at load 0.8", s.target, s2.target)
 		}
 	})
 	t.Run("cuts above target", func(t *testing.T) {
 		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, admCnt: [2]float64{50, 50}, prevLoad: 1.25}
-		s2, _ := s.step(lawIn{dt: testDt, load: 1.25, R: 3000, admRate: 1000, admitted: 1000})
+		s2, _ := s.step(lawIn{dt: testDt, load: 1.25, prop: 1.25, R: 3000, admRate: 1000, admitted: 1000})
 		if s2.target >= s.target {
 			t.Errorf("target %.1f → %.1f at load 1.25, want a cut", s.target, s2.target)
 		}
@@ -226,7 +226,7 @@ func TestLawStep(t *testing.T) {
 	t.Run("episode ends after the hold with nothing to shed", func(t *testing.T) {
 		hold := int64(episodeHold)
 		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, epStart: 0, lastShed: 2 * int64(time.Second)}
-		s2, out := s.step(lawIn{now: 2*int64(time.Second) + hold, dt: testDt, load: 0.5, R: 500, admRate: 500, admitted: 500})
+		s2, out := s.step(lawIn{now: 2*int64(time.Second) + hold, dt: testDt, load: 0.5, prop: 0.5, R: 500, admRate: 500, admitted: 500})
 		if !out.ended || s2.shedding || out.epLen != 2*time.Second {
 			t.Errorf("ended %v shedding %v epLen %v, want true false 2s", out.ended, s2.shedding, out.epLen)
 		}
