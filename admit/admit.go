@@ -176,7 +176,12 @@ const DefaultRunWait = 500 * time.Millisecond
 // it matters: without a bound, twenty such requests admitted at once on
 // one core all finish together 400 ms later, and the control loop's own
 // goroutines wait behind them; with it, the excess waits parked, in
-// order, and leaves when its caller goes away.
+// order, and leaves when its caller goes away. A queue that stands (its
+// oldest waiter older than 10 ms at two Steps in a row, CoDel's test)
+// serves its newest waiter first and lets a wait last 100 ms at most
+// (adaptive LIFO, as Facebook's servers do): the requests that run are
+// those with time left, and the standing wait of long requests stays
+// short.
 func WithRunQueue(d time.Duration) Option {
 	return func(c *config) {
 		option.Check(d >= 0 && d <= time.Hour, "admit", "WithRunQueue", "must be in [0, 1h] (0 turns the run queue off)", d)

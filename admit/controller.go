@@ -128,6 +128,7 @@ type Controller struct {
 	tenants  tenants
 	episodes episodes
 	run      runBound
+	stand    standing
 	report   report
 	retryIdx int  // Retry-After index of the published errors
 	noRetry  bool // the published errors say no-retry
@@ -438,5 +439,6 @@ func (c *Controller) stepRunQueue(now int64, load float64, degraded, flood bool)
 			running: q.running.Load(), waiting: q.waiting.Load(), load: load,
 			shedding: c.law.shedding, degraded: degraded, flood: flood}))
 	}
-	q.expire(now - int64(c.cfg.runWait))
+	lifo, wait := c.stand.step(c.cfg.runWait)
+	c.stand.oldest = q.expire(now, now-int64(wait), lifo)
 }

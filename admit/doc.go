@@ -53,7 +53,9 @@
 //	        up to 1.5× a period instead of 1.1×
 //	  run queue (off below load 0.5 with nothing shed or degraded): bound
 //	        B = max(2 × running-at-once ÷ load, learned while healthy and busy;
-//	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8
+//	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8;
+//	        a queue standing (oldest wait > 10 ms at two Steps) serves the
+//	        newest first and expires waits after 100 ms instead of 500
 //	  S = R − A → tenants (an IPv6 /48 sending more than a fair share counts
 //	        as one: WithPeerGroups) above 2 fair shares on evidence, cut to a
 //	        paced rate, booked at their exact counts once listed → ladder →

@@ -74,3 +74,38 @@ func (b *runBound) step(in runIn) int64 {
 		return runCount
 	}
 }
+
+// Standing-queue tuning (CoDel's view of the run queue).
+const (
+	runStanding  = 10 * time.Millisecond  // a wait longer than this at two Steps in a row: a standing queue
+	runShortWait = 100 * time.Millisecond // the longest wait while the queue stands
+)
+
+// standing tells a standing run queue from a burst, as CoDel does: when
+// the oldest waiter had waited more than runStanding at two Steps in a
+// row (about CoDel's 100 ms interval), the queue is not draining. Then it
+// serves the newest waiter first (adaptive LIFO, as Facebook's servers
+// do: the requests that run are the ones with time left, and a new
+// request does not wait behind a backlog), and a wait lasts runShortWait
+// at most instead of WithRunQueue's: the waiters left behind are
+// rejected as Overloaded while their callers can still retry elsewhere.
+// The queue is FIFO again, with the long wait, once a Step finds it
+// draining.
+type standing struct {
+	oldest int64 // ns the oldest waiter had waited after the last Step
+	n      int   // consecutive Steps with a standing queue
+}
+
+// step returns the dispatch order and the longest wait for the next
+// period, given the configured wait.
+func (s *standing) step(configured time.Duration) (lifo bool, wait time.Duration) {
+	if s.oldest > int64(runStanding) {
+		s.n++
+	} else {
+		s.n = 0
+	}
+	if s.n >= 2 {
+		return true, min(configured, runShortWait)
+	}
+	return false, configured
+}
