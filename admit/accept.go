@@ -169,7 +169,7 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 			}
 		}
 	}
-	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now) {
+	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now, call.Attempt > 0) {
 		c.rejected[cr][levee.Overloaded].Add(1)
 		return Ticket{}, c.overErr[cr].Load()
 	}

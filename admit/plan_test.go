@@ -61,7 +61,7 @@ func admittedOf(p *plan, key uint64, r, n int, from int64) int {
 	adm := 0
 	for i := range n {
 		at := from + int64(i)*int64(testPeriod)/int64(n)
-		if !p.shed(key, 0, 0, r, uint64(i), 0, at) {
+		if !p.shed(key, 0, 0, r, uint64(i), 0, at, false) {
 			adm++
 		}
 	}
@@ -203,7 +203,7 @@ func TestTenantSequenceContinues(t *testing.T) {
 					fair: aim, period: 0.05, slack: 0.05 * aim})
 				res.p.startTenants(n)
 				for i := range perPeriod {
-					if !res.p.shed(tenant.key, 0, 0, levee.Critical.Rank(), n+uint64(i), off, 0) {
+					if !res.p.shed(tenant.key, 0, 0, levee.Critical.Rank(), n+uint64(i), off, 0, false) {
 						admitted++
 					}
 				}
@@ -217,4 +217,33 @@ func TestTenantSequenceContinues(t *testing.T) {
 		}
 	}
 	t.Logf("worst relative error over 20 seeds and 3 aims: %.3f", worst)
+}
+
+// TestPartialRankShedsRetriesFirst: in the partly shed rank, a retry
+// takes only what first attempts leave; with first attempts alone above
+// the rank's pace, every retry is rejected and the first attempts get the
+// whole pace: the rank is shed by request, not by attempt.
+func TestPartialRankShedsRetriesFirst(t *testing.T) {
+	var rate [levee.NumCriticalities]float64
+	rate[levee.Critical.Rank()] = 2000 // 1000 first attempts and 1000 retries a second
+	res := buildPlan(planInput{shed: 1200, rate: rate, period: 0.05})
+	if res.p.budgetRank != levee.Critical.Rank() {
+		t.Fatalf("partial rank %d, want CRITICAL's", res.p.budgetRank)
+	}
+	var firsts, retries int
+	for i := range 2000 { // one second, alternating first attempts and retries
+		at := int64(i) * int64(time.Second) / 2000
+		retry := i%2 == 1
+		if !res.p.shed(0, 0, 0, levee.Critical.Rank(), uint64(i), 0, at, retry) {
+			if retry {
+				retries++
+			} else {
+				firsts++
+			}
+		}
+	}
+	// The pace is 800/s, with a burst of two periods (80).
+	if firsts < 790 || firsts > 880 || retries > 40 {
+		t.Errorf("admitted %d first attempts and %d retries of 1000 each, want the pace's ≈800 first attempts and (almost) no retry", firsts, retries)
+	}
 }
