@@ -99,7 +99,7 @@ func (s law) step(in lawIn) (law, lawOut) {
 		s = s.steer(in, admCount, steady, lagged, ac)
 	}
 	s.admCnt[1], s.admCnt[0] = s.admCnt[0], admCount
-	s.prevLoad = min(max(in.prop, minLoad), maxLoad)
+	s.prevLoad = min(max(load, minLoad), maxLoad)
 	out.aim = s.target
 	if s.drain > 0 {
 		out.aim = max(0.1*s.capStart, s.capStart-s.drain/drainTime.Seconds())
@@ -196,26 +196,21 @@ func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac float64) 
 			s.drain = 0
 			s.hold = delayHold
 		}
-	case load > 1 && in.prop < 0.9*load:
-		// A delay binds, the utilisation reads lower: either it still
-		// reports the backlog of the episode's start, drained by now (a
+	case load > 1 && in.prop < 0.9*load && s.hold > 0:
+		// A delay binds, the utilisation reads lower, just after a drain:
+		// the delay still reports the backlog of the episode's start (a
 		// delay signal reports a wait when the work that waited runs, and
-		// smooths it: hold the target for delayHold periods after the
-		// drain; the backlog was the flood's, not lost capacity), or
-		// something outside the utilisation is short (a slow dependency:
-		// the delay stays; cut as the fallback does).
-		if s.hold > 0 {
-			s.hold--
-		} else {
-			s.target *= math.Pow(min(load, maxLoad), -fallbackGain)
-		}
+		// smooths it). The backlog was the flood's, not lost capacity:
+		// hold the target for delayHold periods. A delay that stays (a
+		// slow dependency) is steered by the estimate below after that.
+		s.hold--
 	case s.admCnt[0]+s.admCnt[1] >= 4 && load > 0.05:
 		s.hold = 0
 		// The signal now reflects what was admitted lagPeriods−1 and
 		// lagPeriods periods ago; admitted ÷ load over those periods is
 		// the admitted rate that puts the load at 1, and the arrival
 		// noise in both cancels. Move part of the way to it.
-		l := min(max(in.prop, minLoad), maxLoad)
+		l := min(max(load, minLoad), maxLoad)
 		est := (s.admCnt[0] + s.admCnt[1]) / ((l + s.prevLoad) * sec)
 		// A slow integral of the load error removes what the estimate
 		// cannot see (admissions below the aim, work that is not
