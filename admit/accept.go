@@ -168,6 +168,9 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 				}
 			}
 		}
+		if rej := c.limitTenant(call.Tenant, cr, now); rej != nil {
+			return Ticket{}, rej
+		}
 	}
 	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now, call.Attempt > 0) {
 		c.rejected[cr][levee.Overloaded].Add(1)

@@ -31,6 +31,7 @@ type config struct {
 	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
 	runBound int           // fixed bound; ≤ 0: learned
 	groups   PeerGroups
+	tenants  TenantLimiter // consulted after quotas (fleetquota.go)
 }
 
 type tenantQuota struct {
@@ -349,6 +350,21 @@ type Snapshot struct {
 	// waiting for one, read now; RunBound is the bound in force at the
 	// last Step (0: the run queue is off or has not learned a bound).
 	Running, Waiting, RunBound int
+	// DryRun reports whether the controller is in dry-run: every decision
+	// computed, nothing rejected.
+	DryRun bool
+	// WouldReject counts, per criticality and levee.Reason, the requests
+	// admitted in dry-run that would otherwise have been rejected
+	// (cumulative since New); Rejected does not count them.
+	WouldReject [levee.NumCriticalities][levee.NumReasons]uint64
+	// WouldShedRPS is, in dry-run, the rate the controller estimates it
+	// would shed for overload now: offered minus its capacity estimate
+	// (0 outside dry-run).
+	WouldShedRPS float64
+	// ForcedShed is the shed level a drill forces (ForceShed), 0 when
+	// none; ForcedShedUntil is when the drill ends.
+	ForcedShed      float64
+	ForcedShedUntil time.Time
 }
 
 // EventKind says what changed.

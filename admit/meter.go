@@ -100,12 +100,11 @@ func (m *meter) step(in meterIn) meterOut {
 	// second, would go on shedding most of what follows. Take the period's
 	// count as it is.
 	jump = jump || (in.shedding && in.load < minLoad && got < exp)
-	// The split between ranks moves slowly (shareTau), except on a jump:
-	// a flood from one rank, split by the shares of before it, would be
-	// booked against the others for seconds.
+	// The split between ranks moves slowly (shareTau): its noise would
+	// move the ladder's position every period.
 	ash := smooth.Alpha(in.dt, shareTau)
 	for r := range m.share {
-		if !m.init || jump {
+		if !m.init {
 			m.share[r] = rateNow[r]
 		} else {
 			m.share[r] = smooth.Toward(m.share[r], rateNow[r], ash)

@@ -24,12 +24,15 @@ const (
 // and for the few tenants (or groups of tenants) listed. It is immutable
 // once published except for its counters and budgets.
 type plan struct {
-	// pace, when budgetRank ≥ 0, is the rate at which requests of that
-	// rank from unlisted tenants are admitted: a rate limit rather than a
-	// fraction, so that admissions follow the aim whatever the arrivals
-	// do, spread evenly.
-	pace       gcra
+	// budget, when budgetRank ≥ 0, is how many more requests of that rank
+	// from unlisted tenants may be admitted until the next Step: a count
+	// rather than a fraction, so that admissions follow the aim whatever
+	// the arrivals do within the period. A retry takes from it only while
+	// more than reserve is left (see shed).
+	budget     atomic.Int64
+	reserve    int64
 	budgetRank int
+	pace       gcra  // the surge plan's pace (surge.go)
 	surge      bool  // every request is paced (surge.go)
 	until      int64 // the plan is not applied after this (the controller's scale)
 	all        [levee.NumCriticalities]bool
@@ -90,8 +93,9 @@ func (p *plan) find(key uint64) *planTenant {
 // judged by its entry; otherwise the nearest listed prefix's; otherwise
 // the plan for everyone.
 //
-// In the partly shed rank, retries take only what first attempts leave
-// (the pace's spare half): shedding by request rather than by attempt. A
+// In the partly shed rank, a retry takes from the period's budget for
+// unlisted tenants only while more than half of it is left; the rest is
+// kept for first attempts: shedding by request rather than by attempt. A
 // client retrying at once sends every shed request three times either
 // way; shed by attempt, a request is admitted on a retry as often as on a
 // first attempt, and each one served costs more rejections before it
@@ -112,11 +116,10 @@ func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64, retry b
 		}
 	}
 	if r == p.budgetRank {
-		if retry {
-			return !p.pace.takeSpare(now)
+		if retry && p.budget.Load() <= p.reserve {
+			return true
 		}
-		_, ok := p.pace.take(now)
-		return !ok
+		return p.budget.Add(-1) < 0
 	}
 	return p.all[r] || weyl(n, off) < p.thr[r]
 }
@@ -320,7 +323,9 @@ func buildPlan(in planInput) planResult {
 			// Unlisted tenants' admissions in the partial rank as a count.
 			others := max(0, rest[partial]-listed)
 			p.budgetRank = partial
-			p.pace.setPace(others*(1-fO), in.period)
+			n := int64(math.Round(others * (1 - fO) * in.period))
+			p.budget.Store(n)
+			p.reserve = n / 2
 		}
 	} else {
 		res.level = float64(full)
@@ -388,9 +393,6 @@ func buildPlan(in planInput) planResult {
 func (p *plan) carry(prev *plan) {
 	if p == nil || prev == nil {
 		return
-	}
-	if p.budgetRank >= 0 && p.budgetRank == prev.budgetRank {
-		p.pace.tat.Store(prev.pace.tat.Load())
 	}
 	if !p.hasTenants || !prev.hasTenants {
 		return

@@ -4,11 +4,13 @@ go 1.26.0
 
 replace (
 	github.com/levee-dev/levee => ../
+	github.com/levee-dev/levee/fleet => ../fleet
 	github.com/levee-dev/levee/tools => ../tools
 )
 
 require (
 	github.com/alecthomas/kong v1.17.0
+	github.com/levee-dev/levee v0.0.0-00010101000000-000000000000
 	github.com/levee-dev/levee/tools v0.0.0-00010101000000-000000000000
 )
 
@@ -20,7 +22,7 @@ require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
-	github.com/levee-dev/levee v0.0.0-00010101000000-000000000000 // indirect
+	github.com/levee-dev/levee/fleet v0.0.0-00010101000000-000000000000 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

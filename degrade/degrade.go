@@ -129,10 +129,18 @@ func New(opts ...Option) *Controller {
 }
 
 // Max returns the highest level.
-func (d *Controller) Max() Level { return d.max }
+func (d *Controller) Max() Level {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.max
+}
 
 // Target returns the load at which level 1 is entered.
-func (d *Controller) Target() float64 { return d.target }
+func (d *Controller) Target() float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.target
+}
 
 // threshold returns the load at which level l (≥ 1) is entered.
 func (d *Controller) threshold(l Level) float64 {
@@ -190,9 +198,9 @@ func (d *Controller) Level() Level { return Level(d.level.Load()) }
 // the first StepAt at or after until returns to the computed level. l is
 // clamped to 0..Max; a zero until cancels a drill.
 func (d *Controller) Force(l Level, until time.Time) {
-	l = max(0, min(l, d.max))
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	l = max(0, min(l, d.max))
 	d.forced, d.forceUntil = l, until
 	if until.IsZero() {
 		d.level.Store(int64(d.computed))

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/outbound"
 	"github.com/levee-dev/levee/internal/wire"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -68,12 +69,12 @@ func WithThrottleKey(f func(cc *grpc.ClientConn, method string) string) ClientOp
 	}
 }
 
-// WithMargin sets how much is shaved off the caller's deadline before it is
+// WithMargin sets the most shaved off the caller's deadline before it is
 // sent downstream (gRPC sends it as grpc-timeout), so that the answer,
-// rejection included, arrives while the caller still waits. Default
-// DefaultMargin; negative values count as 0. A call with less than the
-// margin left fails at once with a Deadline rejection, without touching the
-// network.
+// rejection included, arrives while the caller still waits; never more than
+// a tenth of the time left. Default DefaultMargin; negative values count as
+// 0. A call with less than a millisecond left after the margin fails at
+// once with a Deadline rejection, without touching the network.
 func WithMargin(d time.Duration) ClientOption {
 	return func(c *Client) { c.margin = max(d, 0) }
 }
@@ -88,8 +89,10 @@ func WithNotIdempotent(f func(method string) bool) ClientOption {
 	return func(c *Client) { c.notIdem = f }
 }
 
-// DefaultMargin is the deadline margin of a Client without WithMargin.
-const DefaultMargin = 5 * time.Millisecond
+// DefaultMargin is the most a Client shaves off the time left before it is
+// sent downstream, never more than a tenth of it: levee's one client
+// margin, shared with leveehttp (see internal/outbound for why 10 ms).
+const DefaultMargin = outbound.DefaultMargin
 
 // NewClient returns a Client configured by opts.
 func NewClient(opts ...ClientOption) *Client {
@@ -98,7 +101,7 @@ func NewClient(opts ...ClientOption) *Client {
 		margin:   DefaultMargin,
 		key:      func(cc *grpc.ClientConn, _ string) string { return cc.Target() },
 		now:      time.Now,
-		sleep:    sleep,
+		sleep:    outbound.Sleep,
 	}
 	for _, o := range opts {
 		o(c)
@@ -131,49 +134,15 @@ func (c *Client) policyFor(method string) retry.Policy {
 	return p
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
+// advertise returns the context attempt a is sent with: its own, or one
+// whose Deadline is the time left minus the margin (see outbound.Left),
+// which gRPC sends as grpc-timeout.
+func (c *Client) advertise(a outbound.Attempt) context.Context {
+	if a.Left <= 0 || c.margin == 0 {
+		return a.Ctx
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return &shavedCtx{Context: a.Ctx, dl: a.At.Add(a.Left)}
 }
-
-// bound returns ctx with the deadline to send downstream: the caller's
-// minus the margin or, without one, now + the policy's timeout when
-// defaultTimeout is set. It fails with a Deadline rejection when less than
-// the margin is left.
-func (c *Client) bound(ctx context.Context, now time.Time, defaultTimeout bool) (context.Context, context.CancelFunc, error) {
-	dl, ok := ctx.Deadline()
-	switch {
-	case ok:
-		dl = dl.Add(-c.margin)
-		if !dl.After(now) {
-			return ctx, nil, deadlineRejection
-		}
-		if c.margin == 0 {
-			return ctx, noCancel, nil
-		}
-		return &shavedCtx{Context: ctx, dl: dl}, noCancel, nil
-	case defaultTimeout:
-		t := c.policy.Timeout
-		if t <= 0 {
-			t = retry.DefaultTimeout
-		}
-		ctx, cancel := context.WithDeadline(ctx, now.Add(t))
-		return ctx, cancel, nil
-	default:
-		return ctx, noCancel, nil
-	}
-}
-
-func noCancel() {}
 
 // shavedCtx advertises a deadline earlier than its parent's, without a
 // timer of its own: gRPC sends Deadline() downstream as grpc-timeout and
@@ -244,14 +213,31 @@ func classify(err error, trailer metadata.MD) error {
 	return err
 }
 
-// notAccepted reports whether err says the backend refused the request for
-// overload or quota: what adaptive throttling counts against it.
-func notAccepted(err error) bool {
-	if err == nil {
-		return false
+// judge says what the (classified) error of an attempt says about the
+// backend's load (outbound.Judge, read through gRPC's codes): a
+// DEADLINE_EXCEEDED without levee's details (the server ran out of the
+// time it was given) is a timeout, which counts as overload; a plain
+// UNAVAILABLE (connection refused or lost, server stopping) reached no
+// working backend; CANCELLED is the caller's; any other code is an
+// answer.
+func judge(err error) outbound.Outcome {
+	if rej := levee.AsRejected(err); rej != nil && rej != deadlineRejection {
+		return outbound.Judge(err)
 	}
-	rej := levee.AsRejected(err)
-	return rej != nil && (rej.Reason == levee.Overloaded || rej.Reason == levee.Quota)
+	st, ok := status.FromError(err)
+	if !ok {
+		return outbound.Judge(err)
+	}
+	switch st.Code() {
+	case codes.DeadlineExceeded:
+		if leveeDetails(st) {
+			return outbound.Answered // levee's "deadline cannot be met"
+		}
+		return outbound.Overload
+	case codes.Unavailable, codes.Canceled:
+		return outbound.Unreached
+	}
+	return outbound.Answered
 }
 
 // callError is the error the client interceptors return when a call failed
@@ -281,135 +267,83 @@ func result(err error) error {
 	return &callError{err: err, st: Status(upward(rej))}
 }
 
-// begin reads what both interceptors need for one call: its levee.Call, the
-// target's throttle (nil when throttling is off) and the retry state, set
-// up in a.
-func (c *Client) begin(ctx context.Context, cc *grpc.ClientConn, method string, now time.Time, a *retry.Attempts) (levee.Call, *throttle.Throttle) {
-	dl, _ := ctx.Deadline()
-	var thr *throttle.Throttle
-	if c.throttle != nil {
-		thr = c.throttle.Get(c.key(cc, method))
+// call returns the attempt loop (internal/outbound) of one call of method
+// on cc, with ctx's criticality.
+func (c *Client) call(cc *grpc.ClientConn, method string, crit levee.Criticality) outbound.Call {
+	oc := outbound.Call{
+		Policy:      c.policyFor(method),
+		Criticality: crit,
+		Margin:      c.margin,
+		Now:         c.now,
+		Sleep:       c.sleep,
+		Classify:    classifyAttempt,
+		Judge:       judge,
 	}
-	a.Init(c.policyFor(method), now, dl)
-	return levee.CallFrom(ctx), thr
+	if c.throttle != nil {
+		oc.Throttle = c.throttle.Get(c.key(cc, method))
+	}
+	return oc
 }
+
+// classifyAttempt is classify without a trailer: every levee server puts
+// the delay and "no-retry" in the status details (grpc.Trailer would cost
+// a copy of the trailer on every call).
+func classifyAttempt(err error) error { return classify(err, nil) }
 
 // UnaryClientInterceptor is a grpc.UnaryClientInterceptor (install it with
 // grpc.WithChainUnaryInterceptor, or use DialOptions). For each call it
-// bounds the deadline (the caller's minus the margin, or the policy's
-// timeout), then for each attempt asks the target's throttle, sends the
-// levee.Call of ctx as metadata (levee-criticality, levee-tenant,
-// levee-attempt), and after a failure asks the retry.Policy whether and
-// when to try again, honouring pushback, RetryInfo and "no-retry". It
-// returns nil, the call's own error, or for a levee rejection an error whose
-// gRPC status is the mid-tier mapping and which carries a
-// *levee.RejectedError (levee.AsRejected): when the client gave up on a
-// retryable overload (attempts, budget or deadline exhausted) that is
-// "overloaded; no-retry", and the server's own rejection is in the
+// bounds the deadline (the policy's timeout when the caller set none), then
+// for each attempt asks the target's throttle, sends the levee.Call of ctx
+// as metadata (levee-criticality, levee-tenant, levee-attempt) and the time
+// left minus the margin as the deadline, and after a failure asks the
+// retry.Policy whether and when to try again, honouring pushback,
+// RetryInfo and "no-retry". It returns nil, the call's own error, or for a
+// levee rejection an error whose gRPC status is the mid-tier mapping and
+// which carries a *levee.RejectedError (levee.AsRejected): when the client
+// gave up on a retryable overload (attempts, budget or deadline exhausted)
+// that is "overloaded; no-retry", and the server's own rejection is in the
 // *retry.GiveUpError's Err.
 func (c *Client) UnaryClientInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	now := c.now()
-	ctx, cancel, err := c.bound(ctx, now, true)
-	if err != nil {
-		return result(err)
+	ctx, cancel := outbound.Bound(ctx, c.now(), c.policy)
+	if cancel != nil {
+		defer cancel()
 	}
-	defer cancel()
-	var a retry.Attempts
-	call, thr := c.begin(ctx, cc, method, now, &a)
-	for {
-		n := a.Attempt()
-		if thr != nil {
-			if terr := thr.AllowAt(now, call.Criticality); terr != nil {
-				a.Next(now, terr)
-				return result(a.Err())
-			}
-		}
-		actx, acancel := ctx, context.CancelFunc(nil)
-		if c.policy.AttemptTimeout > 0 {
-			actx, acancel = context.WithTimeout(ctx, c.policy.AttemptTimeout)
-		}
-		err := invoker(outgoing(actx, call, n), method, req, reply, cc, opts...)
-		ownTimeout := acancel != nil && ctx.Err() == nil && actx.Err() != nil
-		if acancel != nil {
-			acancel()
-		}
+	call := levee.CallFrom(ctx)
+	oc := c.call(cc, method, call.Criticality)
+	return result(oc.Run(ctx, func(a outbound.Attempt) error {
+		err := invoker(outgoing(c.advertise(a), call, a.N), method, req, reply, cc, opts...)
 		if err == nil {
-			// Reported at the send time: the time only decides when the
-			// throttle folds its counters, and a clock read is saved.
-			if thr != nil {
-				thr.DoneAt(now, call.Criticality, true)
-			}
-			return nil
+			a.Release()
 		}
-		now = c.now()
-		if ownTimeout && status.Code(err) == codes.DeadlineExceeded {
-			err = retry.Retryable(err)
-		} else {
-			// Every levee server puts the delay and "no-retry" in the
-			// status details: no trailer needed (grpc.Trailer would cost a
-			// copy of the trailer on every call).
-			err = classify(err, nil)
-		}
-		if thr != nil && ctx.Err() == nil { // a call its caller gave up says nothing of the backend
-			thr.DoneAt(now, call.Criticality, !notAccepted(err))
-		}
-		wait, again := a.Next(now, err)
-		if !again {
-			return result(a.Err())
-		}
-		if serr := c.sleep(ctx, wait); serr != nil {
-			return result(err)
-		}
-		now = c.now()
-	}
+		return err
+	}))
 }
 
 // StreamClientInterceptor is a grpc.StreamClientInterceptor (install it
 // with grpc.WithChainStreamInterceptor, or use DialOptions). It throttles
 // and propagates as UnaryClientInterceptor does, shaving the margin off the
-// caller's deadline (a stream without a deadline gets none: streams may
-// live long). It retries only the establishment of the stream (the
-// streamer's own error); once messages flow, a rejection is returned from
-// RecvMsg, never retried, as an error carrying the *levee.RejectedError and
-// the mid-tier mapping as its gRPC status. The outcome (accepted, or
-// overload/quota) is reported to the throttle at the first RecvMsg result.
+// caller's deadline (a stream without a deadline gets none, and no
+// per-attempt timeout: streams may live long). It retries only the
+// establishment of the stream (the streamer's own error); once messages
+// flow, a rejection is returned from RecvMsg, never retried, as an error
+// carrying the *levee.RejectedError and the mid-tier mapping as its gRPC
+// status. The outcome is reported to the throttle at the first RecvMsg
+// result.
 func (c *Client) StreamClientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	now := c.now()
-	ctx, cancel, err := c.bound(ctx, now, false)
+	call := levee.CallFrom(ctx)
+	oc := c.call(cc, method, call.Criticality)
+	oc.Policy.AttemptTimeout = 0
+	oc.Deferred = true
+	var cs grpc.ClientStream
+	err := oc.Run(ctx, func(a outbound.Attempt) error {
+		s, err := streamer(outgoing(c.advertise(a), call, a.N), desc, cc, method, opts...)
+		cs = s
+		return err
+	})
 	if err != nil {
 		return nil, result(err)
 	}
-	var a retry.Attempts
-	call, thr := c.begin(ctx, cc, method, now, &a)
-	for {
-		n := a.Attempt()
-		if thr != nil {
-			if terr := thr.AllowAt(now, call.Criticality); terr != nil {
-				cancel()
-				a.Next(now, terr)
-				return nil, result(a.Err())
-			}
-		}
-		cs, err := streamer(outgoing(ctx, call, n), desc, cc, method, opts...)
-		now = c.now()
-		if err == nil {
-			return &clientStream{ClientStream: cs, c: c, thr: thr, crit: call.Criticality, cancel: cancel}, nil
-		}
-		err = classify(err, nil)
-		if thr != nil && ctx.Err() == nil {
-			thr.DoneAt(now, call.Criticality, !notAccepted(err))
-		}
-		wait, again := a.Next(now, err)
-		if !again {
-			cancel()
-			return nil, result(a.Err())
-		}
-		if serr := c.sleep(ctx, wait); serr != nil {
-			cancel()
-			return nil, result(err)
-		}
-		now = c.now()
-	}
+	return &clientStream{ClientStream: cs, c: c, thr: oc.Throttle, crit: call.Criticality}, nil
 }
 
 // clientStream maps a stream's rejection and reports its outcome to the
@@ -419,26 +353,25 @@ type clientStream struct {
 	c      *Client
 	thr    *throttle.Throttle
 	crit   levee.Criticality
-	cancel context.CancelFunc
 	judged atomic.Bool
 }
 
 func (s *clientStream) judge(err error) {
-	if s.thr != nil && s.judged.CompareAndSwap(false, true) {
-		s.thr.DoneAt(s.c.now(), s.crit, !notAccepted(err))
+	if s.thr == nil || !s.judged.CompareAndSwap(false, true) {
+		return
 	}
+	o := outbound.Answered
+	if err != nil {
+		o = judge(err)
+	}
+	o.Report(s.thr, s.c.now(), s.crit)
 }
 
-// RecvMsg receives a message; at the end of the stream it releases the
-// stream's deadline and, for a rejection, returns the mapped error.
+// RecvMsg receives a message; at the end of the stream, for a rejection,
+// it returns the mapped error.
 func (s *clientStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if err == nil {
-		s.judge(nil)
-		return nil
-	}
-	defer s.cancel()
-	if errors.Is(err, io.EOF) {
+	if err == nil || errors.Is(err, io.EOF) {
 		s.judge(nil)
 		return err
 	}

@@ -31,14 +31,20 @@
 //     controller learns about downstream overload), and map the handler's
 //     levee rejections (the mid-tier mapping below).
 //
-// The request's levee.Call comes from its metadata: levee-criticality,
-// levee-tenant and levee-attempt (package internal/wire parses them, as
-// for HTTP). Nobody is trusted by default (WithTrust opts callers in): an
-// untrusted caller may lower its criticality but never raise it above
-// CRITICAL, and its tenant is WithTenant's answer or else its network
-// prefix (/24, /64), so rotating ids buys nothing. The deadline is gRPC's
-// own (grpc-timeout): the controller rejects work whose deadline has passed
-// or cannot be met, judged by the service time it learns per route; give it
+// The request's levee.Call and deadline come from its metadata by the same
+// rules as leveehttp's (package internal/inbound; internal/wire parses the
+// values): levee-criticality, levee-tenant and levee-attempt. Nobody is
+// trusted by default (WithTrust opts callers in): an untrusted caller may
+// lower its criticality but never raise it above CRITICAL, and its tenant
+// is WithTenant's answer or else its network prefix (/24, /64), so
+// rotating ids buys nothing; long or non-ASCII ids are hashed; its
+// levee-attempt is ignored (only trusted callers' retries count towards the
+// retry share that turns rejections into "no-retry"). The
+// deadline is the earliest of gRPC's own (grpc-timeout), levee-timeout-ms
+// and x-envoy-expected-rq-timeout-ms (malformed values ignored, above 24 h
+// clamped); a budget ≤ 0 is answered DEADLINE_EXCEEDED at once. The
+// controller rejects work whose deadline has passed or cannot be met,
+// judged by the service time it learns per route; give it
 // admit.WithRoute(leveegrpc.Method) so that it learns one per method.
 // Streams never feed that table (their duration is the caller's choice).
 // The gRPC health service is never shed (WithExempt).
@@ -90,16 +96,21 @@
 //
 // For each call the client interceptors
 //
-//   - bound the deadline: the caller's minus a margin (WithMargin), sent by
-//     gRPC itself as grpc-timeout; without one, unary calls get the policy's
-//     timeout (retry.DefaultTimeout); a call with no time left fails at
-//     once with DEADLINE_EXCEEDED;
+//   - bound the deadline: the caller's (without one, unary calls get the
+//     policy's timeout, retry.DefaultTimeout), minus a margin (WithMargin,
+//     at most a tenth of the time left), sent by gRPC itself as
+//     grpc-timeout; a call with less than a millisecond left fails at once
+//     with DEADLINE_EXCEEDED;
 //   - ask the target's adaptive throttle (throttle.Group, one per
 //     cc.Target() by default): a refused call never touches the network and
 //     fails with a Throttled rejection (UNAVAILABLE "no-retry" upward);
 //   - send the context's levee.Call as levee-criticality, levee-tenant and
 //     levee-attempt, so a mid-tier's outgoing calls inherit the incoming
 //     criticality and tenant;
+//   - report each attempt's outcome to the throttle: levee's overload and
+//     quota rejections and calls that got no answer in time count against
+//     the backend; answers count for it; a plain UNAVAILABLE (connection
+//     refused or lost) and a call its caller abandoned count for nothing;
 //   - retry unary calls as the retry.Policy and its budget allow, waiting
 //     at least the server's pushback (trailer, RetryInfo or ErrorInfo), never
 //     after "no-retry" (-1), a quota rejection without a delay, or a

@@ -3,10 +3,6 @@ package leveegrpc
 import (
 	"context"
 	"errors"
-	"hash/maphash"
-	"math/rand/v2"
-	"net"
-	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,6 +15,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
@@ -34,10 +31,40 @@ type Server struct {
 	exempt   func(method string) bool
 	load     bool
 	inflight atomic.Int64
-	tenants  internTable
-	peers    [64]atomic.Pointer[peerEntry]
-	seed     maphash.Seed
+	probes   atomic.Uint64
+	rules    inbound.Rules[request]
+	peers    inbound.Peers
 	reaper   reaper
+}
+
+// request is what the call derivation (internal/inbound) reads of a gRPC
+// request: its context (for the trust and tenant functions and the peer)
+// and, in the tap, the raw header metadata.
+type request struct {
+	ctx context.Context
+	md  metadata.MD // nil: the context's incoming metadata
+}
+
+// mdKeys are the metadata keys of the headers the derivation reads.
+// grpc-timeout is absent: grpc-go consumes it into the stream context's
+// deadline, which the derived deadline can only shorten.
+var mdKeys = [inbound.NumKeys]string{
+	inbound.Criticality:    wire.MdCriticality,
+	inbound.Tenant:         wire.MdTenant,
+	inbound.Attempt:        wire.MdAttempt,
+	inbound.TimeoutMs:      wire.MdTimeoutMs,
+	inbound.EnvoyTimeoutMs: wire.MdEnvoyTimeoutMs,
+}
+
+func header(r request, k inbound.Key) []string {
+	key := mdKeys[k]
+	switch {
+	case key == "":
+		return nil
+	case r.md != nil:
+		return r.md[key]
+	}
+	return metadata.ValueFromIncomingContext(r.ctx, key)
 }
 
 // Option configures a Server.
@@ -59,7 +86,8 @@ func WithTrust(f func(ctx context.Context) bool) Option {
 // Returning "" falls back to the default: the caller's network prefix (/24
 // for IPv4, /64 for IPv6, "unknown" for non-IP transports), so a caller
 // rotating ids buys nothing. Ids longer than 64 bytes or not printable ASCII
-// are hashed. The same rules as WithTrust apply: quick, non-blocking. A nil
+// are hashed, ids with control characters fall back to the default (as in
+// leveehttp). The same rules as WithTrust apply: quick, non-blocking. A nil
 // f restores the default.
 func WithTenant(f func(ctx context.Context) string) Option {
 	return func(s *Server) { s.tenant = f }
@@ -96,8 +124,9 @@ func WithRand(f func() uint64) Option {
 }
 
 // DefaultRetryAfter is the delay a Server advises with an overload or quota
-// rejection whose controller gave none (as leveehttp does).
-const DefaultRetryAfter = time.Second
+// rejection whose controller gave none: levee's one default, shared with
+// leveehttp.
+const DefaultRetryAfter = inbound.DefaultRetryAfter
 
 // HealthPrefix is the method prefix of the gRPC health service, exempt from
 // admission by default.
@@ -106,12 +135,20 @@ const HealthPrefix = "/grpc.health.v1.Health/"
 func isHealth(method string) bool { return strings.HasPrefix(method, HealthPrefix) }
 
 // NewServer returns a Server admitting requests through c. A nil c admits
-// everything (the levee.Call is still read from the metadata and carried in
-// the context).
+// everything (the levee.Call and the caller's deadline are still read from
+// the metadata and carried in the context, and a spent budget is still
+// answered DEADLINE_EXCEEDED).
 func NewServer(c *admit.Controller, opts ...Option) *Server {
-	s := &Server{c: c, exempt: isHealth, seed: maphash.MakeSeed()}
+	s := &Server{c: c, exempt: isHealth}
 	for _, o := range opts {
 		o(s)
+	}
+	s.rules = inbound.Rules[request]{Header: header, Peer: s.peerTenant}
+	if f := s.trust; f != nil {
+		s.rules.Trust = func(r request) bool { return f(r.ctx) }
+	}
+	if f := s.tenant; f != nil {
+		s.rules.Tenant = func(r request) string { return f(r.ctx) }
 	}
 	return s
 }
@@ -129,6 +166,12 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.ChainStreamInterceptor(s.StreamServerInterceptor),
 	}
 }
+
+// Probes returns the number of calls to exempt methods (WithExempt: the
+// health service by default) the Server passed through without admission,
+// since NewServer, for metrics (leveeprom.NewProbeCollector), each once
+// whichever parts are installed. Safe for concurrent use.
+func (s *Server) Probes() uint64 { return s.probes.Load() }
 
 // InFlight returns the number of requests admitted whose ticket has not yet
 // been released: for status pages and for tests that check that nothing
@@ -176,9 +219,16 @@ func (a *admitted) Value(key any) any {
 	return a.Context.Value(key)
 }
 
+// tapped returns the node InHandle built for ctx's request, or nil when
+// the tap did not see it.
+func tapped(ctx context.Context) *admitted {
+	a, _ := ctx.Value(admittedKey{}).(*admitted)
+	return a
+}
+
 // tapTicket returns the ticket InHandle took for ctx's request, or nil.
 func tapTicket(ctx context.Context) *ticket {
-	if a, ok := ctx.Value(admittedKey{}).(*admitted); ok {
+	if a := tapped(ctx); a != nil {
 		return a.t
 	}
 	return nil
@@ -298,9 +348,25 @@ func (r *reaper) run() {
 // gone" (the controller then learns neither the service time nor a
 // downstream overload), and handler errors are not mapped (see Error).
 func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
-	call := s.callFrom(ctx, info.Header)
-	ctx = levee.WithCall(ctx, call)
-	if s.c == nil || s.exempt(info.FullMethodName) {
+	r := request{ctx: ctx, md: info.Header}
+	if s.exempt(info.FullMethodName) {
+		// Counted here; the interceptors see the node and count it no
+		// more.
+		s.probes.Add(1)
+		return &admitted{Context: levee.WithCall(ctx, s.rules.Call(r)), method: info.FullMethodName}, nil
+	}
+	in, err := s.rules.Derive(r, time.Time{}, time.Time{})
+	if err != nil {
+		s.c.CountRejected(in.Call.Criticality, levee.Deadline)
+		return nil, Status(asRejected(err)).Err()
+	}
+	done := ctx.Done() // the stream's: it closes when the stream ends
+	ctx = levee.WithCall(ctx, in.Call)
+	// The caller's budget shortens the stream's deadline. Nothing need
+	// release the new context: gRPC cancels the stream's context, its
+	// parent, whenever the stream ends, which stops its timer.
+	ctx, _ = inbound.Bound(ctx, in.Deadline)
+	if s.c == nil {
 		return ctx, nil
 	}
 	a := &admitted{Context: ctx, method: info.FullMethodName}
@@ -309,12 +375,35 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 		return nil, Status(s.advise(levee.AsRejected(err))).Err()
 	}
 	s.inflight.Add(1)
-	a.t = &ticket{s: s, t: t, done: ctx.Done()}
+	a.t = &ticket{s: s, t: t, done: done}
 	s.reaper.add(a.t)
 	if l := t.DegradeLevel(); l != 0 {
 		return degrade.WithLevel(a, l), nil
 	}
 	return a, nil
+}
+
+// derive reads the call and deadline of a request the tap has not
+// admitted, for the interceptors: the context to run its handler with (the
+// caller's budget may shorten its deadline: release it when done), or the
+// rejection of a request whose budget is spent, counted in the controller
+// like its own.
+func (s *Server) derive(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	in, err := s.rules.Derive(request{ctx: ctx}, time.Time{}, time.Time{})
+	if err != nil {
+		s.c.CountRejected(in.Call.Criticality, levee.Deadline)
+		return ctx, nil, err
+	}
+	ctx = levee.WithCall(ctx, in.Call)
+	bctx, cancel := inbound.Bound(ctx, in.Deadline)
+	return bctx, cancel, nil
+}
+
+func asRejected(err error) *levee.RejectedError {
+	if r, ok := err.(*levee.RejectedError); ok {
+		return r
+	}
+	return levee.AsRejected(err)
 }
 
 // UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
@@ -331,8 +420,22 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		defer func() { tk.release(err); err = s.finish(ctx, err, nil) }()
 		return handler(ctx, req)
 	}
-	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
-	if s.c == nil || s.exempt(info.FullMethod) {
+	if s.exempt(info.FullMethod) {
+		if tapped(ctx) == nil { // else the tap counted it and set its call
+			s.probes.Add(1)
+			ctx = levee.WithCall(ctx, s.rules.Call(request{ctx: ctx}))
+		}
+		resp, err = handler(ctx, req)
+		return resp, s.finish(ctx, err, nil)
+	}
+	ctx, release, derr := s.derive(ctx)
+	if derr != nil {
+		return nil, Status(asRejected(derr)).Err()
+	}
+	if release != nil {
+		defer release()
+	}
+	if s.c == nil {
 		resp, err = handler(ctx, req)
 		return resp, s.finish(ctx, err, nil)
 	}
@@ -374,9 +477,23 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 		defer func() { tk.release(streamOutcome(err)); err = s.finish(ctx, err, ss) }()
 		return handler(srv, ss)
 	}
-	ctx = levee.WithCall(ctx, s.callFrom(ctx, nil))
+	if s.exempt(info.FullMethod) {
+		if tapped(ctx) != nil { // the tap counted it and set its call
+			return s.finish(ctx, handler(srv, ss), ss)
+		}
+		s.probes.Add(1)
+		ctx = levee.WithCall(ctx, s.rules.Call(request{ctx: ctx}))
+		return s.finish(ctx, handler(srv, &serverStream{ServerStream: ss, ctx: ctx}), ss)
+	}
+	ctx, release, derr := s.derive(ctx)
+	if derr != nil {
+		return Status(asRejected(derr)).Err()
+	}
+	if release != nil {
+		defer release()
+	}
 	ws := &serverStream{ServerStream: ss, ctx: ctx}
-	if s.c == nil || s.exempt(info.FullMethod) {
+	if s.c == nil {
 		return s.finish(ctx, handler(srv, ws), ss)
 	}
 	t, aerr := s.c.Admit(ctx)
@@ -439,8 +556,8 @@ func (s *Server) finish(ctx context.Context, err error, ss grpc.ServerStream) er
 
 // advise returns the rejection to send for rej: for overload and quota
 // rejections that may be retried, the delay (DefaultRetryAfter when rej
-// gives none) jittered uniformly over ±25%. A nil rej (admit returned some
-// other error) is sent as overloaded; no-retry.
+// gives none) jittered uniformly over ±25% (inbound.Delay). A nil rej
+// (admit returned some other error) is sent as overloaded; no-retry.
 func (s *Server) advise(rej *levee.RejectedError) *levee.RejectedError {
 	if rej == nil {
 		return overloadedNoRetry
@@ -448,112 +565,17 @@ func (s *Server) advise(rej *levee.RejectedError) *levee.RejectedError {
 	if rej.NoRetry || (rej.Reason != levee.Overloaded && rej.Reason != levee.Quota) {
 		return rej
 	}
-	d := rej.RetryAfter
-	if d <= 0 {
-		d = DefaultRetryAfter
-	}
-	var x uint64
-	if s.rand != nil {
-		x = s.rand()
-	} else {
-		x = rand.Uint64()
-	}
-	u := float64(x>>11) / (1 << 53)
-	return &levee.RejectedError{Reason: rej.Reason, RetryAfter: time.Duration(float64(d) * (0.75 + 0.5*u))}
+	return &levee.RejectedError{Reason: rej.Reason, RetryAfter: inbound.Delay(rej.RetryAfter, inbound.Uniform(s.rand))}
 }
 
-// callFrom reads the request's levee.Call from its metadata: md when given
-// (the tap's raw headers), else the context's incoming metadata.
-func (s *Server) callFrom(ctx context.Context, md metadata.MD) levee.Call {
-	get := func(key string) []string {
-		if md != nil {
-			return md[key]
-		}
-		return metadata.ValueFromIncomingContext(ctx, key)
+// peerTenant is the network prefix of the caller's address, from the
+// Server's cache so that the accept path does not allocate a string per
+// request. Addresses that are not IP (Unix sockets, in-memory transports)
+// give "unknown".
+func (s *Server) peerTenant(r request) string {
+	p, ok := peer.FromContext(r.ctx)
+	if !ok {
+		return inbound.Unknown
 	}
-	var call levee.Call
-	trusted := s.trust != nil && s.trust(ctx)
-	if c, ok := wire.ParseCriticality(get(wire.MdCriticality)); ok {
-		if !trusted && c.Rank() > levee.Critical.Rank() {
-			c = levee.Critical
-		}
-		call.Criticality = c
-	}
-	call.Attempt, _ = wire.ParseAttempt(get(wire.MdAttempt))
-	if trusted {
-		call.Tenant, _ = wire.ParseTenant(get(wire.MdTenant))
-	}
-	if call.Tenant == "" && s.tenant != nil {
-		if t := s.tenant(ctx); t != "" {
-			call.Tenant, _ = wire.ParseTenant([]string{t})
-		}
-	}
-	if call.Tenant == "" {
-		call.Tenant = s.peerTenant(ctx)
-	}
-	return call
-}
-
-// peerTenant is the network prefix of the caller's address, interned in
-// s.tenants so that the accept path does not allocate a string per request.
-// Addresses that are not IP (Unix sockets, in-memory transports) give
-// "unknown".
-func (s *Server) peerTenant(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return "unknown"
-	}
-	// gRPC gives every stream of a connection the same *peer.Peer: a small
-	// direct-mapped cache by pointer skips the address arithmetic.
-	slot := &s.peers[maphash.Comparable(s.seed, p)%uint64(len(s.peers))]
-	if e := slot.Load(); e != nil && e.p == p {
-		return e.tenant
-	}
-	t := s.addrTenant(p)
-	slot.Store(&peerEntry{p: p, tenant: t})
-	return t
-}
-
-type peerEntry struct {
-	p      *peer.Peer
-	tenant string
-}
-
-func (s *Server) addrTenant(p *peer.Peer) string {
-	var addr netip.Addr
-	switch a := p.Addr.(type) {
-	case *net.TCPAddr:
-		addr, _ = netip.AddrFromSlice(a.IP)
-	case *net.UDPAddr:
-		addr, _ = netip.AddrFromSlice(a.IP)
-	case *net.IPAddr:
-		addr, _ = netip.AddrFromSlice(a.IP)
-	default:
-		str := p.Addr.String()
-		if str == "" || (str[0] != '[' && (str[0] < '0' || str[0] > '9')) {
-			return "unknown"
-		}
-		return wire.PeerTenant(str)
-	}
-	var b [48]byte
-	return s.tenants.intern(wire.AppendPeerTenant(b[:0], addr))
-}
-
-// internTable maps byte strings to shared strings without locks: a small
-// direct-mapped cache whose slots are replaced on collision. A miss costs
-// one allocation, a hit none.
-type internTable [64]atomic.Pointer[string]
-
-func (t *internTable) intern(b []byte) string {
-	h := uint32(2166136261)
-	for _, c := range b {
-		h = (h ^ uint32(c)) * 16777619
-	}
-	slot := &t[h%uint32(len(t))]
-	if p := slot.Load(); p != nil && *p == string(b) {
-		return *p
-	}
-	str := string(b)
-	slot.Store(&str)
-	return str
+	return s.peers.TenantOfAddr(p.Addr)
 }

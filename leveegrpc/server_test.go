@@ -123,7 +123,8 @@ func TestServerCallFromMetadata(t *testing.T) {
 		tcpWant string // tenant wanted over TCP when different
 	}{
 		{"no metadata", nil, nil, nil, levee.Call{Criticality: levee.Critical, Tenant: "unknown"}, "127.0.0.0/24"},
-		{"untrusted lowers", nil, nil, []string{"levee-criticality", "SHEDDABLE", "levee-attempt", "2"}, levee.Call{Criticality: levee.Sheddable, Tenant: "unknown", Attempt: 2}, "127.0.0.0/24"},
+		{"untrusted lowers, attempt ignored", nil, nil, []string{"levee-criticality", "SHEDDABLE", "levee-attempt", "2"}, levee.Call{Criticality: levee.Sheddable, Tenant: "unknown"}, "127.0.0.0/24"},
+		{"trusted attempt", trustAll, nil, []string{"levee-attempt", "2"}, levee.Call{Tenant: "unknown", Attempt: 2}, "127.0.0.0/24"},
 		{"untrusted capped", nil, nil, []string{"levee-criticality", "CRITICAL_PLUS", "levee-tenant", "vip"}, levee.Call{Criticality: levee.Critical, Tenant: "unknown"}, "127.0.0.0/24"},
 		{"untrusted seed number", nil, nil, []string{"levee-criticality", "4"}, levee.Call{Criticality: levee.Critical, Tenant: "unknown"}, "127.0.0.0/24"},
 		{"trusted", trustAll, nil, []string{"levee-criticality", "CRITICAL_PLUS", "levee-tenant", "vip"}, levee.Call{Criticality: levee.CriticalPlus, Tenant: "vip"}, ""},

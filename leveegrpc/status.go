@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
@@ -54,10 +55,7 @@ func Status(rej *levee.RejectedError) *status.Status {
 	if rej == nil {
 		return status.New(codes.Unavailable, "leveegrpc: rejected")
 	}
-	reason, noRetry := rej.Reason, rej.NoRetry
-	if reason == levee.Throttled || reason == 0 || reason > levee.Throttled {
-		reason, noRetry = levee.Overloaded, true
-	}
+	reason, noRetry := inbound.Wire(rej)
 	st := status.New(Code(reason), rej.Error())
 	info := &errdetails.ErrorInfo{
 		Reason: upperReason[reason],
@@ -197,29 +195,22 @@ func Rejection(err error, trailer metadata.MD) *levee.RejectedError {
 	return &rej
 }
 
-var deadlineRejection = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
+var deadlineRejection = inbound.DeadlineNoRetry
 
-// upward is the mid-tier mapping: what a server tells its own caller when
-// a call it made downstream failed with rej.
-//
-//   - Overloaded (after this tier's retries, or with NoRetry) and Throttled
-//     (local throttling, exhausted retry budget) → Overloaded with NoRetry:
-//     only the layer directly above the overloaded one retries.
-//   - Quota → Quota with the downstream delay (the tenant's quota is the
-//     same at every tier).
-//   - Deadline → Deadline.
+// upward is the mid-tier mapping (inbound.MidTier, as leveehttp's): what a
+// server tells its own caller when a call it made downstream failed with
+// rej. Overloaded (after this tier's retries, or with NoRetry) and
+// Throttled (local throttling, exhausted retry budget) → Overloaded with
+// NoRetry: only the layer directly above the overloaded one retries.
+// Quota → Quota with the downstream delay. Deadline → Deadline.
 func upward(rej *levee.RejectedError) *levee.RejectedError {
-	switch rej.Reason {
-	case levee.Quota:
-		return rej
-	case levee.Deadline:
-		return deadlineRejection
-	default:
-		return overloadedNoRetry
+	if rej == nil {
+		return nil
 	}
+	return inbound.MidTier(rej)
 }
 
-var overloadedNoRetry = &levee.RejectedError{Reason: levee.Overloaded, NoRetry: true}
+var overloadedNoRetry = inbound.OverloadedNoRetry
 
 // Error returns the error a gRPC handler should return for err: when err
 // carries a *levee.RejectedError (from this package's client, from
@@ -237,4 +228,15 @@ func Error(err error) error {
 		return err
 	}
 	return Status(upward(rej)).Err()
+}
+
+// leveeDetails reports whether st carries levee's ErrorInfo: the status is
+// a levee server's decision, not gRPC's own.
+func leveeDetails(st *status.Status) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return true
+		}
+	}
+	return false
 }

@@ -1,62 +1,79 @@
 package leveehttp
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
-func defaultUniform() float64 { return float64(rand.Uint64()>>11) / (1 << 53) }
+func defaultUniform() float64 { return inbound.Uniform(nil) }
 
-// Listener wraps ln so that a Handler sees when each request's first bytes
-// were read from the connection, not only when the handler started: under
-// overload a Go server queues requests in the kernel's socket buffers and
-// the run queue before any middleware runs, and that wait counts against
-// the caller's deadline and feeds WithQueueDelay. Use it with ConnContext:
+// Listener wraps ln so that a Handler sees when each request's head (its
+// request line and headers) was complete, not only when the handler
+// started: under overload a Go server queues requests in the kernel's
+// socket buffers and the run queue before any middleware runs, and that
+// wait counts against the caller's deadline and feeds WithQueueDelay. Use
+// it with ConnContext:
 //
 //	srv := &http.Server{Handler: h, ConnContext: leveehttp.ConnContext}
 //	srv.Serve(leveehttp.Listener(ln))
 //
-// The Handler must see every request on the connection (be the server's
-// root handler, or sit under routing that sends everything through it):
-// a request that bypasses it leaves its stamp for the next one.
+// How it works: the connection watches the bytes read from it for the
+// blank line that ends a request head and stamps the time of the read that
+// brings it; a later head end replaces the stamp, and the Handler takes it
+// when the request reaches it. So:
 //
-// How it works: each connection is "armed" when accepted and after each
-// request without a body; the first read that returns data while armed
-// stamps the arrival, and the Handler takes the stamp and disarms the
-// connection while the request runs. Its limits:
+//   - a slow sender gains nothing: a head sent a byte at a time is stamped
+//     when its last byte arrives, so its time on the wire is never
+//     counted as the server's queueing delay;
+//   - a request that does not pass through the Handler (a status page
+//     routed around it) leaves no stamp for the next one: the next head's
+//     end replaces it;
+//   - a request whose head arrived while the previous request on the same
+//     connection still ran in the Handler (pipelined, or sent early) is
+//     stamped when that previous request ended: the wait behind its own
+//     connection is not the server's queue. One connection thus adds at
+//     most its requests' real dispatch delays to the signal.
 //
-//   - HTTP/1 only (HTTP/2 multiplexes streams on one connection; there the
-//     Handler uses the time it starts);
-//   - the first request's stamp includes a TLS handshake, if any;
+// Its limits:
+//
+//   - HTTP/1 in clear text only: under TLS the connection sees only
+//     ciphertext, and HTTP/2 multiplexes streams on one connection; there
+//     the Handler uses the time it starts (ConnContext turns the stamps
+//     off for TLS connections, the first HTTP/2 request for h2c ones);
 //   - after a request with a body the next request on the connection is
 //     not stamped (net/http may still be discarding the unread body) and
-//     falls back to the handler's start, as does a pipelined request whose
-//     bytes were read together with the previous one;
+//     falls back to the handler's start;
 //   - a read stamp is taken when the Go runtime gets to read the bytes, so
 //     time spent in the kernel's accept and receive queues before that is
 //     still invisible (CPU and scheduler-latency signals see it).
 //
-// Each read that returns data while armed costs one time.Now. The peer's
-// default tenant (its network prefix) is also computed once per connection.
-func Listener(ln net.Listener) net.Listener { return &stampListener{ln} }
+// Each read scans its bytes for line ends while the connection expects a
+// head (bytes.IndexByte), and one that ends a head costs one time.Now. The
+// peer's default tenant (its network prefix) is also computed once per
+// connection.
+func Listener(ln net.Listener) net.Listener { return &stampListener{Listener: ln, clock: monoNow} }
 
-type stampListener struct{ net.Listener }
+type stampListener struct {
+	net.Listener
+	clock func() int64 // monoNow; tests replace it
+}
 
 func (l *stampListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return c, err
 	}
-	sc := &stampConn{Conn: c}
+	sc := &stampConn{Conn: c, clock: l.clock}
 	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 		var b [64]byte
 		sc.tenant = string(wire.AppendPeerTenant(b[:0], ap.Addr()))
@@ -64,20 +81,139 @@ func (l *stampListener) Accept() (net.Conn, error) {
 	return sc, nil
 }
 
-// stampConn's stamp: 0 armed, -1 disarmed (a request is running), > 0 the
-// arrival in Unix nanoseconds of the request being read.
+// stampConn's st packs the stamp of the latest head end (monoNow units, 0
+// for none) above stampBits bits of scanner state (head*, paused or off).
 type stampConn struct {
 	net.Conn
-	stamp  atomic.Int64
+	st     atomic.Int64
+	clock  func() int64
 	tenant string
 }
 
+// The scanner's states. A head ends at the first empty line ("\n\n" or
+// "\n\r\n") after a non-empty one.
+const (
+	headStart = iota // before the request line (stray CR and LF skipped)
+	headLine         // inside a line
+	headLF           // just after "\n"
+	headLFCR         // just after "\n\r"
+	paused           // a request body is being read: not scanning
+	off              // never again: TLS, HTTP/2 or hijacked
+
+	stampBits = 3
+	stateMask = 1<<stampBits - 1
+)
+
 func (c *stampConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.stamp.Load() == 0 {
-		c.stamp.CompareAndSwap(0, monoNow())
+	if n > 0 {
+		c.scan(p[:n])
 	}
 	return n, err
+}
+
+// scan advances the head scanner over p and stamps the connection when p
+// ends a head. A concurrent take, done or switch-off wins: its CAS makes
+// this one fail, which at worst loses a stamp (the handler's start is
+// used), never moves one earlier.
+func (c *stampConn) scan(p []byte) {
+	v := c.st.Load()
+	s := v & stateMask
+	if s >= paused {
+		return
+	}
+	next, ended := scanHead(p, s)
+	nv := v&^stateMask | next
+	if ended {
+		nv = c.clock()<<stampBits | next
+	}
+	if nv != v {
+		c.st.CompareAndSwap(v, nv)
+	}
+}
+
+// scanHead runs the head scanner from state s over p and returns its next
+// state and whether p held the end of a head.
+func scanHead(p []byte, s int64) (next int64, ended bool) {
+	for i := 0; i < len(p); {
+		switch s {
+		case headStart:
+			if b := p[i]; b != '\r' && b != '\n' {
+				s = headLine
+			}
+			i++
+		case headLine:
+			j := bytes.IndexByte(p[i:], '\n')
+			if j < 0 {
+				return s, ended
+			}
+			i += j + 1
+			s = headLF
+		default: // headLF, headLFCR
+			switch b := p[i]; {
+			case b == '\n':
+				s, ended = headStart, true
+			case b == '\r' && s == headLF:
+				s = headLFCR
+			default:
+				s = headLine
+			}
+			i++
+		}
+	}
+	return s, ended
+}
+
+// take returns the stamp of the request the Handler starts serving (0 when
+// none) and sets the connection up for what follows: a request with a body
+// pauses the scanner (its body is read next), a bodiless one keeps it
+// scanning (the next bytes are the next head), an HTTP/2 one turns it off.
+func (c *stampConn) take(body, http1 bool) int64 {
+	for {
+		v := c.st.Load()
+		s := v & stateMask
+		if s == off {
+			return 0
+		}
+		var nv int64
+		switch {
+		case !http1:
+			nv = off
+		case body:
+			nv = paused
+		case s == paused:
+			nv = headStart
+		default:
+			nv = s
+		}
+		if c.st.CompareAndSwap(v, nv) {
+			if s == paused || !http1 {
+				return 0
+			}
+			return v >> stampBits
+		}
+	}
+}
+
+// done is called when the Handler is finished with a request: a stamp
+// taken meanwhile belongs to the next request, whose head arrived while
+// this one ran, and is moved to now.
+func (c *stampConn) done() {
+	if c == nil {
+		return
+	}
+	v := c.st.Load()
+	if v>>stampBits == 0 {
+		return
+	}
+	c.st.CompareAndSwap(v, c.clock()<<stampBits|v&stateMask)
+}
+
+// stop turns the stamps off for good.
+func (c *stampConn) stop() {
+	if c != nil {
+		c.st.Store(off)
+	}
 }
 
 // monoBase anchors stamps to the monotonic clock: a stamp is the time since
@@ -98,80 +234,48 @@ type connKey struct{}
 
 // ConnContext is an http.Server ConnContext function that makes the
 // connections accepted by Listener visible to Handler. Connections that do
-// not come from Listener (directly or under TLS) are left alone.
+// not come from Listener (directly or under TLS) are left alone; under TLS
+// the stamps are off (the connection sees only ciphertext) and the Handler
+// uses the time it starts, while the peer's tenant is still read from the
+// connection.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tls.Conn); ok {
+	tc, isTLS := c.(*tls.Conn)
+	if isTLS {
 		c = tc.NetConn()
 	}
 	if sc, ok := c.(*stampConn); ok {
+		if isTLS {
+			sc.stop()
+		}
 		return context.WithValue(ctx, connKey{}, sc)
 	}
 	return ctx
 }
 
-// arrivalOf returns when r's first bytes were read, or now when unknown. It
-// disarms r's connection until the request is finished with (see Listener).
-func arrivalOf(r *http.Request, now time.Time) time.Time {
-	if r.ProtoMajor != 1 {
-		return now
-	}
+// arrivalOf returns when r's head was complete, or now when unknown, and
+// r's connection when it comes from Listener (see Listener).
+func arrivalOf(r *http.Request, now time.Time) (time.Time, *stampConn) {
 	sc, ok := r.Context().Value(connKey{}).(*stampConn)
 	if !ok {
-		return now
+		return now, nil
 	}
-	v := sc.stamp.Swap(-1)
-	if r.ContentLength == 0 && len(r.TransferEncoding) == 0 {
-		// No body: nothing more of this request will be read, so the next
-		// data belongs to the next request.
-		sc.stamp.Store(0)
-	}
+	v := sc.take(r.ContentLength != 0 || len(r.TransferEncoding) > 0, r.ProtoMajor == 1)
 	if v <= 0 {
-		return now
+		return now, sc
 	}
 	t := monoTime(v)
 	if t.After(now) {
-		return now
+		return now, sc
 	}
-	return t
+	return t, sc
 }
 
 // peerTenant returns the default tenant of r's caller: its network prefix,
-// from the connection (Listener) or a small direct-mapped cache, so that the
+// from the connection (Listener) or the Handler's cache, so that the
 // common case does not allocate.
 func (h *Handler) peerTenant(r *http.Request) string {
 	if sc, ok := r.Context().Value(connKey{}).(*stampConn); ok && sc.tenant != "" {
 		return sc.tenant
 	}
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return wire.PeerTenant(r.RemoteAddr)
-	}
-	a := ap.Addr().Unmap()
-	bits := 64
-	if a.Is4() {
-		bits = 24
-	}
-	p, err := a.Prefix(bits)
-	if err != nil {
-		return wire.PeerTenant(r.RemoteAddr)
-	}
-	b := p.Addr().As16()
-	x := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7]) ^
-		uint64(b[12])<<16 | uint64(b[13])<<8 | uint64(b[14])
-	slot := &h.peers[(x*0x9e3779b97f4a7c15)>>(64-peerCacheBits)]
-	if e := slot.Load(); e != nil && e.p == p {
-		return e.s
-	}
-	var buf [64]byte
-	e := &peerEntry{p: p, s: string(p.AppendTo(buf[:0]))}
-	slot.Store(e)
-	return e.s
-}
-
-const peerCacheBits = 8
-
-type peerEntry struct {
-	p netip.Prefix
-	s string
+	return h.peers.TenantOf(r.RemoteAddr)
 }

@@ -1,11 +1,10 @@
 package leveehttp
 
 import (
-	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"sync"
@@ -13,47 +12,102 @@ import (
 	"time"
 )
 
-// dataConn is a net.Conn whose reads always return one byte.
-type dataConn struct{ net.Conn }
+// chunkConn is a net.Conn whose Read returns the chunk the test gives it.
+type chunkConn struct {
+	net.Conn
+	next string
+}
 
-func (dataConn) Read(p []byte) (int, error) { return copy(p, "x"), nil }
+func (c *chunkConn) Read(p []byte) (int, error) {
+	n := copy(p, c.next)
+	c.next = c.next[n:]
+	return n, nil
+}
 
-func TestArrivalStamps(t *testing.T) {
-	sc := &stampConn{Conn: dataConn{}}
-	ctx := context.WithValue(context.Background(), connKey{}, sc)
-	req := func(method string, body bool, major int) *http.Request {
-		var b io.Reader
-		if body {
-			b = strings.NewReader("payload")
-		}
-		r := httptest.NewRequest(method, "/", b).WithContext(ctx)
-		r.ProtoMajor = major
-		return r
-	}
-	read := func() { _, _ = sc.Read(make([]byte, 1)) }
-	later := func() time.Time { return time.Now().Add(time.Hour) }
-
-	steps := []struct {
-		name    string
-		read    bool
-		r       *http.Request
-		stamped bool // arrival before now
+func TestScanHead(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		ends   []int // indexes of the chunks that end a head
 	}{
-		{"first request stamped", true, req("GET", false, 1), true},
-		{"keep-alive request after a bodiless one stamped", true, req("POST", true, 1), true},
-		{"request after one with a body falls back", true, req("GET", false, 1), false},
-		{"re-armed after the bodiless fallback", true, req("GET", false, 1), true},
-		{"pipelined request without a read falls back", false, req("GET", false, 1), false},
-		{"HTTP/2 ignores stamps", true, req("GET", false, 2), false},
+		{"whole head", []string{"GET / HTTP/1.1\r\nHost: a\r\n\r\n"}, []int{0}},
+		{"bare LF", []string{"GET / HTTP/1.0\n\n"}, []int{0}},
+		{"byte by byte", []string{"G", "ET / HTTP/1.1\r", "\n", "Host: a\r\n", "\r", "\n"}, []int{5}},
+		{"slow sender", []string{"G", "ET /x HTTP/1.1\r\nHost: a\r\n\r\n"}, []int{1}},
+		{"leading blank lines skipped", []string{"\r\n\r\n", "GET / HTTP/1.1\r\n\r\n"}, []int{1}},
+		{"headers not ended", []string{"GET / HTTP/1.1\r\nHost: a\r\n", "X-A: 1\r\n"}, nil},
+		{"CR inside a line", []string{"GET / HTTP/1.1\r\nX: a\rb\r\n\r\n"}, []int{0}},
+		{"two heads in one read", []string{"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\n\r\n"}, []int{0}},
+		{"terminator split", []string{"GET / HTTP/1.1\r\n", "\r", "\nGET /b HTTP/1.1\r\n\r", "\n"}, []int{2, 3}},
+	}
+	for _, tt := range tests {
+		s := int64(headStart)
+		var got []int
+		for i, c := range tt.chunks {
+			var ended bool
+			s, ended = scanHead([]byte(c), s)
+			if ended {
+				got = append(got, i)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.ends) {
+			t.Errorf("%s: heads ended in chunks %v, want %v", tt.name, got, tt.ends)
+		}
+	}
+}
+
+// TestArrivalStamps steps one connection through a sequence of requests on
+// a virtual clock: each read happens at the given tick, each take is the
+// Handler starting a request.
+func TestArrivalStamps(t *testing.T) {
+	cc := &chunkConn{}
+	tick := int64(0)
+	sc := &stampConn{Conn: cc, clock: func() int64 { return tick }}
+	read := func(at int64, data string) {
+		tick, cc.next = at, data
+		buf := make([]byte, len(data))
+		if n, _ := sc.Read(buf); n != len(data) {
+			t.Fatalf("read %d of %d bytes", n, len(data))
+		}
+	}
+	const head = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+	steps := []struct {
+		name  string
+		do    func()
+		body  bool
+		h2    bool
+		want  int64 // the stamp the Handler gets; 0: none (its start)
+		after func()
+	}{
+		{name: "a head is stamped when complete", do: func() { read(10, head) }, want: 10},
+		{name: "a slow sender is stamped at its last byte", do: func() { read(20, "G"); read(30, head[1:]) }, want: 30},
+		{name: "a request with a body", do: func() { read(40, "POST / HTTP/1.1\r\nContent-Length: 6\r\n\r\n") }, body: true, want: 40},
+		{name: "after a body: not stamped", do: func() { read(50, "a\n\n\r\n"); read(60, head) }, want: 0},
+		{name: "re-armed by a bodiless request", do: func() { read(70, head) }, want: 70},
+		{name: "a request around the Handler leaves no stamp", do: func() { read(80, head); read(90, head) }, want: 90},
+		{name: "head sent while the previous request ran", do: func() {
+			tick = 100
+			read(100, head)
+			if got := sc.take(false, true); got != 100 {
+				t.Fatalf("first request stamped %d, want 100", got)
+			}
+			read(105, head) // the next head, while the first runs
+			tick = 130
+			sc.done() // the first request ends
+		}, want: 130},
+		{name: "two heads in one read: the second falls back", do: func() {
+			read(140, head+head)
+			if got := sc.take(false, true); got != 140 {
+				t.Fatalf("first request stamped %d, want 140", got)
+			}
+		}, want: 0},
+		{name: "HTTP/2 turns stamps off", do: func() { read(150, head) }, h2: true, want: 0},
+		{name: "and they stay off", do: func() { read(160, head) }, want: 0},
 	}
 	for _, s := range steps {
-		if s.read {
-			read()
-		}
-		now := later()
-		got := arrivalOf(s.r, now)
-		if stamped := got.Before(now); stamped != s.stamped {
-			t.Errorf("%s: stamped = %v; want %v", s.name, stamped, s.stamped)
+		s.do()
+		if got := sc.take(s.body, !s.h2); got != s.want {
+			t.Errorf("%s: stamp %d, want %d", s.name, got, s.want)
 		}
 	}
 }

@@ -29,12 +29,20 @@
 //	                   ≤ 0 is answered 504 at once, > 24 h is clamped. The
 //	                   request's deadline is the earlier of the server's and
 //	                   arrival + budget.
-//	Levee-Attempt      0 for a first attempt, 1, 2 for retries.
+//	Levee-Attempt      0 for a first attempt, 1, 2 for retries; honoured
+//	                   from trusted callers only (a high share of retries
+//	                   makes every overload rejection "no-retry": no single
+//	                   untrusted caller may switch that on).
 //
 // Nobody is trusted by default: WithTrust opts callers in (for example by
-// their mTLS identity). Health and readiness probes (/healthz, /readyz,
-// /livez; WithHealthPaths) are never shed. Every levee header name can be
-// changed (WithHeaderNames, WithTransportHeaderNames).
+// their mTLS identity). Health and readiness probes, GET or HEAD on exactly
+// /healthz, /readyz or /livez (WithHealthPaths replaces the list), are
+// never shed and are counted apart (Handler.Probes). Every rejection the
+// Handler decides itself (a caller already gone, a budget already spent)
+// is counted in the controller like its own (admit's CountRejected), so
+// Snapshot.Rejected, the metrics and the status page see every rejection.
+// Every levee header name can be changed (WithHeaderNames,
+// WithTransportHeaderNames).
 //
 // Under overload a Go server queues requests in the kernel and the run
 // queue before any middleware runs. Listener with ConnContext stamps the
@@ -62,17 +70,28 @@
 //
 // # Client
 //
-//	client := &http.Client{Transport: leveehttp.NewTransport(nil)}
+//	client := &http.Client{Transport: leveehttp.NewTransport(nil,
+//		leveehttp.WithHosts("*.svc.cluster.local"))} // the hosts that speak levee
+//
+// WithHosts (or WithScope) names the hosts that speak levee's protocol;
+// requests to any other host, on the same http.Client, pass through
+// untouched. Without it every host is treated as a levee host except that
+// no tenant id is sent (it may be an API key). Only responses carrying
+// Levee-Reject become errors: a third party's own 429 or 504 reaches the
+// caller as it came, body included.
 //
 // The Transport sends the context's levee.Call (criticality, tenant), the
 // attempt number and the time left minus a margin as Levee-Timeout-Ms; with
-// no deadline on the context it applies the retry Policy's Timeout. It
+// no deadline on the context it applies the retry Policy's Timeout to the
+// wait for the response (never to the reading of its body). It
 // refuses locally, without touching the network, when the per-host adaptive
 // throttle says so (*levee.RejectedError, Reason Throttled), retries
 // idempotent requests within the Policy and its budget, honours
 // Retry-After, Levee-Retry-After-Ms and no-retry, and returns levee
-// rejections (503 with Levee-Reject, 429, 504) as *levee.RejectedError,
-// which http.Client wraps in a *url.Error: test with errors.As or errors.Is.
+// rejections (503, 429 or 504 with Levee-Reject) as errors carrying a
+// *levee.RejectedError, which http.Client wraps in a *url.Error: test with
+// levee.AsRejected, errors.As or errors.Is. It shares its attempt loop,
+// margin and outcome rules with leveegrpc's client (internal/outbound).
 // Handler and Transport both have Unwrap methods returning what they wrap.
 //
 // # Mid-tier mapping

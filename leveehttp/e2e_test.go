@@ -137,7 +137,7 @@ func runRole(role string) int {
 		})
 	case "midtier":
 		backend := "http://" + os.Getenv(e2eBackend)
-		down := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: retry.NewBudget()}))}
+		down := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: retry.NewBudget()}), WithHosts("127.0.0.1"))}
 		forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			stats.add(fmt.Sprintf("%s/%s", strings.TrimPrefix(r.URL.Path, "/"), r.Header.Get(HeaderAttempt)))
 			req, _ := http.NewRequestWithContext(r.Context(), "GET", backend+r.URL.Path, nil)
@@ -155,7 +155,8 @@ func runRole(role string) int {
 		mux.Handle("/", forward)
 		normal := NewHandler(mux, admit.New(), WithTrust(loopbackOnly), WithHealthPaths("/stats"))
 		// /shed: the mid-tier itself sheds with a short, retryable overload.
-		shed := NewHandler(http.NotFoundHandler(), nil)
+		// It trusts the loopback client, whose Levee-Attempt it counts.
+		shed := NewHandler(http.NotFoundHandler(), nil, WithTrust(loopbackOnly))
 		shed.admit = func(ctx context.Context) (admit.Ticket, error) {
 			stats.add(fmt.Sprintf("shed/%d", levee.AttemptFrom(ctx)))
 			return admit.Ticket{}, &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: time.Millisecond}
@@ -258,7 +259,7 @@ func TestEndToEnd(t *testing.T) {
 	mid := startRole(t, "midtier", e2eBackend+"="+backend)
 
 	budget := retry.NewBudget(retry.WithRatio(0.1, 10*time.Second), retry.WithFloor(2, time.Minute))
-	client := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: budget, Base: 5 * time.Millisecond}))}
+	client := &http.Client{Transport: NewTransport(nil, WithPolicy(retry.Policy{Budget: budget, Base: 5 * time.Millisecond}), WithHosts("127.0.0.1"))}
 	get := func(path string, call levee.Call, budget time.Duration) (*http.Response, error) {
 		ctx, cancel := context.WithTimeout(levee.WithCall(context.Background(), call), budget)
 		t.Cleanup(cancel)

@@ -1,20 +1,16 @@
 package leveehttp
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
-// Shared mapped rejections without a delay: never modified.
-var (
-	errOverloadedNoRetry = &levee.RejectedError{Reason: levee.Overloaded, NoRetry: true}
-	errDeadlineNoRetry   = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-)
+// errOverloadedNoRetry is "overloaded; no-retry" without a delay: never
+// modified.
+var errOverloadedNoRetry = inbound.OverloadedNoRetry
 
 // asRejected is levee.AsRejected with a fast path: the common unwrapped
 // *levee.RejectedError costs no allocation.
@@ -36,29 +32,7 @@ func asRejected(err error) *levee.RejectedError {
 //   - a quota rejection: passed through with its delay and NoRetry;
 //   - a deadline rejection, context.DeadlineExceeded or context.Canceled:
 //     Deadline with NoRetry.
-func MidTier(err error) *levee.RejectedError {
-	if err == nil {
-		return nil
-	}
-	rej := asRejected(err)
-	if rej == nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return errDeadlineNoRetry
-		}
-		return nil
-	}
-	switch rej.Reason {
-	case levee.Quota:
-		return rej
-	case levee.Deadline:
-		return errDeadlineNoRetry
-	default: // Overloaded, Throttled, budget exhausted
-		if rej.RetryAfter <= 0 {
-			return errOverloadedNoRetry
-		}
-		return &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: rej.RetryAfter, NoRetry: true}
-	}
-}
+func MidTier(err error) *levee.RejectedError { return inbound.MidTier(err) }
 
 // Error answers r with the mid-tier mapping of err, the error of a
 // downstream call made while serving r (see MidTier): 503 "overloaded;
@@ -141,10 +115,7 @@ func rejectionStatus(r levee.Reason) int {
 }
 
 func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func() float64, names *HeaderNames) {
-	reason, noRetry := rej.Reason, rej.NoRetry
-	if reason == levee.Throttled || reason == 0 || reason > levee.Throttled {
-		reason, noRetry = levee.Overloaded, true
-	}
+	reason, noRetry := inbound.Wire(rej)
 	nr := 0
 	if noRetry {
 		nr = 1
@@ -153,11 +124,7 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 	if reason == levee.Deadline {
 		return
 	}
-	d := rej.RetryAfter
-	if d <= 0 {
-		d = DefaultRetryAfter
-	}
-	d = jitter(d, uniform())
+	d := inbound.Delay(rej.RetryAfter, uniform())
 	// Both values share one string and one backing array: two allocations.
 	var b [48]byte
 	secs := wire.AppendRetryAfter(b[:0], d)
@@ -177,9 +144,3 @@ var rejectValues = func() (v [levee.Throttled + 1][2][]string) {
 	}
 	return v
 }()
-
-// jitter spreads d uniformly over [0.75d, 1.25d) so that clients rejected
-// together do not come back together.
-func jitter(d time.Duration, u float64) time.Duration {
-	return time.Duration(float64(d) * (0.75 + 0.5*u))
-}

@@ -75,19 +75,28 @@ func ExampleError() {
 	// 504 deadline; no-retry
 }
 
-// Health and readiness probes are never shed, even when the budget has
-// already expired.
+// Health and readiness probes (GET or HEAD on exactly the listed paths) are
+// never shed, even when the budget has already expired. WithHealthPaths
+// replaces the default list: extend DefaultHealthPaths to keep it.
 func ExampleWithHealthPaths() {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
-	h := leveehttp.NewHandler(ok, admit.New(), leveehttp.WithHealthPaths("/healthz", "/ping"))
-	for _, path := range []string{"/ping", "/work"} {
-		r := httptest.NewRequest("GET", path, nil)
+	h := leveehttp.NewHandler(ok, admit.New(),
+		leveehttp.WithHealthPaths(append(leveehttp.DefaultHealthPaths(), "/ping")...))
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/ping"}, {"HEAD", "/healthz"}, {"POST", "/ping"}, {"GET", "/ping/deep"}, {"GET", "/work"},
+	} {
+		r := httptest.NewRequest(req.method, req.path, nil)
 		r.Header.Set("Levee-Timeout-Ms", "0")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		fmt.Println(path, w.Code)
+		fmt.Println(req.method, req.path, w.Code)
 	}
+	fmt.Println("probes:", h.Probes())
 	// Output:
-	// /ping 200
-	// /work 504
+	// GET /ping 200
+	// HEAD /healthz 200
+	// POST /ping 504
+	// GET /ping/deep 504
+	// GET /work 504
+	// probes: 2
 }

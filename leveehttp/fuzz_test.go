@@ -88,7 +88,7 @@ func FuzzRejection(f *testing.F) {
 		}
 		rej := rejection(&http.Response{StatusCode: code, Header: h}, t0, &defaultNames)
 		_, _, hasReject := wire.ParseReject(h["Levee-Reject"])
-		want := code == 429 || code == 504 || code == 503 && hasReject
+		want := hasReject && (code == 429 || code == 504 || code == 503)
 		if (rej != nil) != want {
 			t.Fatalf("status %d, Levee-Reject %q: rejection %v; want %v", code, reject, rej, want)
 		}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/textproto"
@@ -15,6 +14,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
 )
 
@@ -71,9 +71,18 @@ func (n HeaderNames) canonical() *HeaderNames {
 // busy (a killed overloaded instance moves its load onto its peers).
 var defaultHealthPaths = [...]string{"/healthz", "/readyz", "/livez"}
 
+// DefaultHealthPaths returns the health and readiness paths a Handler
+// exempts unless WithHealthPaths replaces them: /healthz, /readyz and
+// /livez (the Kubernetes conventions). It returns a new slice each time, so
+// that a caller can extend it:
+//
+//	leveehttp.WithHealthPaths(append(leveehttp.DefaultHealthPaths(), "/ping")...)
+func DefaultHealthPaths() []string { return append([]string(nil), defaultHealthPaths[:]...) }
+
 // DefaultRetryAfter is the advice a Handler sends with an overload or quota
-// rejection whose controller gave none.
-const DefaultRetryAfter = time.Second
+// rejection whose controller gave none: levee's one default, shared with
+// leveegrpc.
+const DefaultRetryAfter = inbound.DefaultRetryAfter
 
 // QueueObserver receives the time each request spent between its arrival
 // and the handler. *pressure.QueueDelay implements it. Observe must be safe
@@ -117,15 +126,21 @@ func WithTrust(f func(r *http.Request) bool) HandlerOption {
 // tenant is not taken from a trusted caller's Levee-Tenant header, typically
 // from authentication. An empty result falls back to the default, the
 // caller's network prefix (/24 for IPv4, /64 for IPv6), so that rotating ids
-// buys an abuser nothing. Results are used as they are: keep them short.
+// buys an abuser nothing. Results follow the header's rule: ids longer than
+// 64 bytes or not printable ASCII are hashed, ids with control characters
+// fall back to the default (as in leveegrpc).
 func WithTenant(f func(r *http.Request) string) HandlerOption {
 	return func(c *handlerConfig) { c.tenant = f }
 }
 
-// WithHealthPaths replaces the default health and readiness paths
-// (/healthz, /readyz, /livez): requests whose URL path is
-// exactly one of paths go straight to the next handler, never shed and
-// never counted. No paths means none is exempt.
+// WithHealthPaths sets the complete list of health and readiness paths,
+// replacing the default (DefaultHealthPaths; extend it with append to keep
+// it). A GET or HEAD request whose URL path is exactly one of paths (no
+// prefixes, no patterns, no query) goes straight to the next handler: it
+// is never shed, never rejected for its deadline, and counted only by
+// Probes. Any other method on those paths, and every other path, is
+// admitted as usual, so a probe path cannot be used to bypass shedding
+// with a costly request. No paths means none is exempt.
 func WithHealthPaths(paths ...string) HandlerOption {
 	return func(c *handlerConfig) {
 		c.health = make(map[string]bool, len(paths))
@@ -173,8 +188,17 @@ type Handler struct {
 	load  func() float64
 	// loadCache holds the last formatted Levee-Load value.
 	loadCache atomic.Pointer[loadValue]
+	// rules derive each request's levee.Call and deadline.
+	rules inbound.Rules[*http.Request]
+	// keys are the header names rules reads, indexed by inbound.Key.
+	keys [inbound.NumKeys]string
 	// peers caches the default tenants of recent callers.
-	peers [1 << peerCacheBits]atomic.Pointer[peerEntry]
+	peers inbound.Peers
+	// count counts a rejection the Handler decides itself (caller gone,
+	// budget spent) in the controller (admit.Controller.CountRejected).
+	count func(levee.Criticality, levee.Reason)
+	// probes counts the health requests passed through (Probes).
+	probes atomic.Uint64
 }
 
 type loadValue struct {
@@ -183,14 +207,16 @@ type loadValue struct {
 }
 
 // NewHandler returns a Handler that admits each request through c before
-// calling next. For every request whose path is not a health path it:
+// calling next. For every request that is not a health probe (see
+// WithHealthPaths) it:
 //
 //   - reads Levee-Criticality, Levee-Tenant, Levee-Attempt and the timeout
 //     headers (Levee-Timeout-Ms, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms)
 //     as the package documentation describes, trusting nobody by default;
 //   - refuses, without calling next or reading the body, a request whose
-//     context is already done or whose time budget is spent (504), and one
-//     the controller rejects (503 overloaded, 429 quota, 504 deadline, with
+//     context is already done or whose time budget is spent (504, counted
+//     in c as a deadline rejection of its criticality), and one the
+//     controller rejects (503 overloaded, 429 quota, 504 deadline, with
 //     Retry-After, Levee-Retry-After-Ms and Levee-Reject);
 //   - otherwise calls next with a copy of the request whose context carries
 //     the levee.Call, the earlier of the server's and the caller's deadline
@@ -221,13 +247,26 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 	if h.cfg.names == nil {
 		h.cfg.names = &defaultNames
 	}
+	n := h.cfg.names
+	h.keys = [inbound.NumKeys]string{
+		inbound.Criticality: n.Criticality, inbound.Tenant: n.Tenant, inbound.Attempt: n.Attempt,
+		inbound.TimeoutMs: n.TimeoutMs, inbound.GRPCTimeout: wire.GRPCTimeout, inbound.EnvoyTimeoutMs: wire.EnvoyTimeoutMs,
+	}
+	h.rules = inbound.Rules[*http.Request]{
+		Header: h.header,
+		Trust:  h.cfg.trust,
+		Tenant: h.cfg.tenant,
+		Peer:   h.peerTenant,
+	}
 	h.done = func(t *admit.Ticket, err error) { t.Done(err) }
 	if c != nil {
 		h.admit = c.Admit
 		h.load = c.Load
+		h.count = c.CountRejected
 	} else {
 		h.admit = func(context.Context) (admit.Ticket, error) { return admit.Ticket{}, nil }
 		h.load = func() float64 { return 0 }
+		h.count = func(levee.Criticality, levee.Reason) {}
 	}
 	return h
 }
@@ -235,68 +274,59 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 // Unwrap returns the next handler.
 func (h *Handler) Unwrap() http.Handler { return h.next }
 
+// probe reports whether r is a health or readiness probe (see
+// WithHealthPaths).
+func (h *Handler) probe(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && h.cfg.health[r.URL.Path]
+}
+
+// Probes returns the number of health and readiness requests the Handler
+// passed to the next handler without admission (see WithHealthPaths),
+// since NewHandler: for metrics (leveeprom.NewProbeCollector). Safe for
+// concurrent use.
+func (h *Handler) Probes() uint64 { return h.probes.Load() }
+
 var errServerError = errors.New("leveehttp: handler answered with a status ≥ 500")
 
-// Shared rejections for the handler's own decisions: never modified.
-var (
-	errCallerGone = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-	errExpired    = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-)
+// errCallerGone is the answer to a request whose caller has gone: never
+// modified.
+var errCallerGone = inbound.DeadlineNoRetry
+
+// header returns r's values of the levee header k.
+func (h *Handler) header(r *http.Request, k inbound.Key) []string { return r.Header[h.keys[k]] }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := h.cfg.now()
-	arrival := arrivalOf(r, now) // also for probes: it re-arms the connection
+	arrival, conn := arrivalOf(r, now) // also for probes: it sets the connection up for the next request
 	if h.cfg.loadHeader {
 		w.Header()[h.cfg.names.Load] = h.loadHeader()
 	}
-	if h.cfg.health[r.URL.Path] {
+	if h.probe(r) {
+		h.probes.Add(1)
 		h.next.ServeHTTP(w, r)
+		conn.done()
 		return
 	}
 	if h.cfg.queue != nil {
 		h.cfg.queue.Observe(now.Sub(arrival))
 	}
 	ctx := r.Context()
-	if ctx.Err() != nil {
-		h.reject(w, errCallerGone)
+	in, err := h.rules.Derive(r, arrival, now)
+	if err == nil && ctx.Err() != nil {
+		err = errCallerGone
+	}
+	if err != nil {
+		// Answered here, before admission: counted where every other
+		// rejection is (Snapshot.Rejected, metrics, status page).
+		h.count(in.Call.Criticality, levee.Deadline)
+		h.reject(w, err)
 		return
 	}
-
-	timeout, hasTimeout := wire.ParseTimeout(r.Header[h.cfg.names.TimeoutMs], r.Header[wire.GRPCTimeout], r.Header[wire.EnvoyTimeoutMs])
-	var dl time.Time
-	if hasTimeout {
-		dl = arrival.Add(timeout)
-		if timeout <= 0 || !dl.After(now) {
-			h.reject(w, errExpired)
-			return
-		}
-	}
-
-	trusted := h.cfg.trust != nil && h.cfg.trust(r)
-	call := levee.Call{}
-	call.Criticality, _ = wire.ParseCriticality(r.Header[h.cfg.names.Criticality])
-	if !trusted && call.Criticality.Rank() > levee.Critical.Rank() {
-		call.Criticality = levee.Critical
-	}
-	if trusted {
-		call.Tenant, _ = wire.ParseTenant(r.Header[h.cfg.names.Tenant])
-	}
-	if call.Tenant == "" && h.cfg.tenant != nil {
-		call.Tenant = h.cfg.tenant(r)
-	}
-	if call.Tenant == "" {
-		call.Tenant = h.peerTenant(r)
-	}
-	call.Attempt, _ = wire.ParseAttempt(r.Header[h.cfg.names.Attempt])
-
-	ctx = levee.WithCall(ctx, call)
-	if hasTimeout {
-		if old, has := ctx.Deadline(); !has || dl.Before(old) {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, dl)
-			defer cancel()
-		}
+	ctx = levee.WithCall(ctx, in.Call)
+	if bctx, cancel := inbound.Bound(ctx, in.Deadline); cancel != nil {
+		ctx = bctx
+		defer cancel()
 	}
 
 	ticket, err := h.admit(ctx)
@@ -313,7 +343,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = degrade.WithLevel(ctx, l)
 	}
 
-	st := &state{h: h, parent: ctx, ticket: ticket}
+	st := &state{h: h, parent: ctx, ticket: ticket, conn: conn}
 	st.rw.st = st
 	st.rw.w = w
 	defer func() {
@@ -324,6 +354,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(&st.rw, r.WithContext(st))
 	st.finished = true
+	conn.done()
 	h.done(&st.ticket, st.outcome())
 }
 
@@ -337,15 +368,7 @@ func (h *Handler) reject(w http.ResponseWriter, err error) {
 	writeRejection(w, rej, h.uniform, h.cfg.names)
 }
 
-func (h *Handler) uniform() float64 {
-	var x uint64
-	if h.cfg.rand != nil {
-		x = h.cfg.rand()
-	} else {
-		x = rand.Uint64()
-	}
-	return float64(x>>11) / (1 << 53)
-}
+func (h *Handler) uniform() float64 { return inbound.Uniform(h.cfg.rand) }
 
 func (h *Handler) loadHeader() []string {
 	v := h.load()
@@ -367,6 +390,7 @@ func (h *Handler) loadHeader() []string {
 type state struct {
 	h        *Handler
 	parent   context.Context
+	conn     *stampConn // nil without Listener
 	rw       recorder
 	ticket   admit.Ticket
 	finished bool
@@ -456,6 +480,9 @@ func (rw *recorder) Flush() {
 }
 
 // Hijack implements http.Hijacker when the underlying writer can hijack.
+// A hijacked connection carries no more HTTP/1 requests: its arrival
+// stamps are turned off.
 func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	rw.st.conn.stop()
 	return http.NewResponseController(rw.w).Hijack()
 }

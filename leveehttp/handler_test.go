@@ -117,10 +117,13 @@ func TestHandlerHeaders(t *testing.T) {
 			want:   levee.Call{Tenant: "alice"}},
 		{name: "tenant function empty falls back", opts: []HandlerOption{byAuth}, remote: "192.0.2.7:1",
 			want: levee.Call{Tenant: "192.0.2.0/24"}},
-		{name: "attempt", remote: "192.0.2.7:1",
+		{name: "attempt trusted", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Attempt": {"2"}},
 			want:   levee.Call{Tenant: "192.0.2.0/24", Attempt: 2}},
-		{name: "attempt hostile", remote: "192.0.2.7:1",
+		{name: "attempt untrusted ignored", remote: "192.0.2.7:1",
+			header: map[string][]string{"Levee-Attempt": {"2"}},
+			want:   levee.Call{Tenant: "192.0.2.0/24"}},
+		{name: "attempt hostile", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Attempt": {"-4", "NaN"}},
 			want:   levee.Call{Tenant: "192.0.2.0/24"}},
 		{name: "timeout ms", remote: "192.0.2.7:1",
@@ -295,28 +298,43 @@ func TestHandlerHealthNeverShed(t *testing.T) {
 	tests := []struct {
 		name     string
 		opts     []HandlerOption
+		method   string
 		path     string
 		wantNext bool
 	}{
-		{"healthz", nil, "/healthz", true},
-		{"readyz", nil, "/readyz", true},
-		{"livez", nil, "/livez", true},
-		{"other path shed", nil, "/api", false},
-		{"prefix is not health", nil, "/healthz/deep", false},
-		{"custom", []HandlerOption{WithHealthPaths("/ping")}, "/ping", true},
-		{"custom replaces defaults", []HandlerOption{WithHealthPaths("/ping")}, "/healthz", false},
+		{"healthz", nil, "GET", "/healthz", true},
+		{"readyz", nil, "GET", "/readyz", true},
+		{"livez HEAD", nil, "HEAD", "/livez", true},
+		{"POST on a probe path is admitted", nil, "POST", "/healthz", false},
+		{"DELETE on a probe path is admitted", nil, "DELETE", "/readyz", false},
+		{"other path shed", nil, "GET", "/api", false},
+		{"prefix is not health", nil, "GET", "/healthz/deep", false},
+		{"custom", []HandlerOption{WithHealthPaths("/ping")}, "GET", "/ping", true},
+		{"custom replaces defaults", []HandlerOption{WithHealthPaths("/ping")}, "GET", "/healthz", false},
+		{"defaults extended", []HandlerOption{WithHealthPaths(append(DefaultHealthPaths(), "/ping")...)}, "GET", "/healthz", true},
+		{"none", []HandlerOption{WithHealthPaths()}, "GET", "/healthz", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var s seen
 			h := testHandler(recordingNext(&s), overloaded, nil, tt.opts...)
-			r := httptest.NewRequest("GET", tt.path, nil)
+			r := httptest.NewRequest(tt.method, tt.path, nil)
 			r.Header.Set("Levee-Timeout-Ms", "0")
 			h.ServeHTTP(httptest.NewRecorder(), r)
 			if s.called != tt.wantNext {
 				t.Errorf("next called = %v; want %v", s.called, tt.wantNext)
 			}
+			if want := map[bool]uint64{true: 1}[tt.wantNext]; h.Probes() != want {
+				t.Errorf("Probes() = %d, want %d", h.Probes(), want)
+			}
 		})
+	}
+	if got, want := DefaultHealthPaths(), []string{"/healthz", "/readyz", "/livez"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("DefaultHealthPaths() = %v, want %v", got, want)
+	}
+	DefaultHealthPaths()[0] = "/mutated"
+	if DefaultHealthPaths()[0] != "/healthz" {
+		t.Error("DefaultHealthPaths returns a shared slice")
 	}
 }
 
@@ -473,5 +491,57 @@ func TestMidTierTable(t *testing.T) {
 				t.Errorf("Error(%v) status %d; want %d", tt.err, w.Code, want)
 			}
 		})
+	}
+}
+
+// TestHandlerCountsItsOwnRejections: the rejections the Handler decides
+// before admission (a budget already spent, a caller already gone) are
+// counted once in the controller, with their criticality, where every
+// other rejection is (Snapshot.Rejected, the metrics, the status page).
+func TestHandlerCountsItsOwnRejections(t *testing.T) {
+	ctl := admit.New()
+	h := NewHandler(okHandler, ctl, WithTrust(func(r *http.Request) bool { return r.Header.Get("X-Trusted") != "" }))
+	send := func(crit, timeoutMs string, trusted, gone bool) int {
+		r := httptest.NewRequest("GET", "/api", nil)
+		r.Header.Set("Levee-Criticality", crit)
+		if timeoutMs != "" {
+			r.Header.Set("Levee-Timeout-Ms", timeoutMs)
+		}
+		if trusted {
+			r.Header.Set("X-Trusted", "1")
+		}
+		if gone {
+			ctx, cancel := context.WithCancel(r.Context())
+			cancel()
+			r = r.WithContext(ctx)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, c := range []struct {
+		crit, timeout   string
+		trusted, gone   bool
+		wantCode        int
+		wantCriticality levee.Criticality
+	}{
+		{"CRITICAL_PLUS", "0", true, false, 504, levee.CriticalPlus},
+		{"CRITICAL_PLUS", "-1", false, false, 504, levee.Critical}, // untrusted: capped
+		{"SHEDDABLE", "", false, true, 504, levee.Sheddable},
+		{"SHEDDABLE", "5000", false, false, 200, levee.Sheddable},
+	} {
+		if got := send(c.crit, c.timeout, c.trusted, c.gone); got != c.wantCode {
+			t.Errorf("%+v: status %d, want %d", c, got, c.wantCode)
+		}
+	}
+	s := ctl.Snapshot()
+	want := [levee.NumCriticalities]uint64{levee.CriticalPlus: 1, levee.Critical: 1, levee.Sheddable: 1}
+	for cr := range levee.NumCriticalities {
+		if got := s.Rejected[cr][levee.Deadline]; got != want[cr] {
+			t.Errorf("%v: %d deadline rejections counted, want %d", levee.Criticality(cr), got, want[cr])
+		}
+	}
+	if s.Admitted[levee.Sheddable] != 1 {
+		t.Errorf("%d SHEDDABLE admitted, want 1", s.Admitted[levee.Sheddable])
 	}
 }

@@ -158,11 +158,12 @@ func (s *Status) run(ctx context.Context) {
 
 // statusSample is one sample of the controller's state.
 type statusSample struct {
-	seq     uint64
-	at      time.Time // wall time of the sample
-	snap    admit.Snapshot
-	admRate [levee.NumCriticalities]float64 // per second since the previous sample
-	rejRate [levee.NumCriticalities]float64
+	seq       uint64
+	at        time.Time // wall time of the sample
+	snap      admit.Snapshot
+	admRate   [levee.NumCriticalities]float64 // per second since the previous sample
+	rejRate   [levee.NumCriticalities]float64
+	wouldRate [levee.NumCriticalities]float64 // would-be rejections in dry-run
 }
 
 func (s *Status) sample(now time.Time) {
@@ -176,6 +177,7 @@ func (s *Status) sample(now time.Time) {
 			for c := range levee.NumCriticalities {
 				cur.admRate[c] = rate(snap.Admitted[c], prev.snap.Admitted[c], dt)
 				cur.rejRate[c] = rate(sumReasons(snap.Rejected[c]), sumReasons(prev.snap.Rejected[c]), dt)
+				cur.wouldRate[c] = rate(sumReasons(snap.WouldReject[c]), sumReasons(prev.snap.WouldReject[c]), dt)
 			}
 		}
 	}
@@ -302,6 +304,12 @@ type sampleJSON struct {
 	Signals         []signalJSON                 `json:"signals"`
 	Criticalities   []critJSON                   `json:"criticalities"`
 	Rejected        map[string]map[string]uint64 `json:"rejected_by_reason"`
+	// DryRun: the controller computes its decisions and rejects nothing;
+	// WouldReject counts what it would have rejected, beside Rejected.
+	DryRun       bool                         `json:"dry_run"`
+	WouldShedRPS jsonFloat                    `json:"would_shed_rps"`
+	WouldReject  map[string]map[string]uint64 `json:"would_reject_by_reason"`
+	ForcedShed   jsonFloat                    `json:"forced_shed_level"`
 }
 
 type signalJSON struct {
@@ -313,11 +321,13 @@ type signalJSON struct {
 
 // critJSON is one criticality, most important first.
 type critJSON struct {
-	Name        string    `json:"name"`
-	Admitted    uint64    `json:"admitted"`
-	Rejected    uint64    `json:"rejected"`
-	AdmittedRPS jsonFloat `json:"admitted_rps"`
-	RejectedRPS jsonFloat `json:"rejected_rps"`
+	Name           string    `json:"name"`
+	Admitted       uint64    `json:"admitted"`
+	Rejected       uint64    `json:"rejected"`
+	WouldReject    uint64    `json:"would_reject"`
+	AdmittedRPS    jsonFloat `json:"admitted_rps"`
+	RejectedRPS    jsonFloat `json:"rejected_rps"`
+	WouldRejectRPS jsonFloat `json:"would_reject_rps"`
 }
 
 // jsonFloat encodes NaN and ±Inf (a signal without a reading) as null.
@@ -356,6 +366,10 @@ func toJSON(x statusSample) sampleJSON {
 		Signals:         make([]signalJSON, 0, len(s.Signals)),
 		Criticalities:   make([]critJSON, 0, levee.NumCriticalities),
 		Rejected:        make(map[string]map[string]uint64, levee.NumCriticalities),
+		DryRun:          s.DryRun,
+		WouldShedRPS:    jsonFloat(s.WouldShedRPS),
+		WouldReject:     make(map[string]map[string]uint64, levee.NumCriticalities),
+		ForcedShed:      jsonFloat(s.ForcedShed),
 	}
 	for _, sig := range s.Signals {
 		out.Signals = append(out.Signals, signalJSON{sig.Name, jsonFloat(sig.Value), jsonFloat(sig.Target), jsonFloat(sig.Load())})
@@ -363,17 +377,22 @@ func toJSON(x statusSample) sampleJSON {
 	for r := levee.NumCriticalities - 1; r >= 0; r-- {
 		c := levee.FromRank(r)
 		out.Criticalities = append(out.Criticalities, critJSON{
-			Name:        c.String(),
-			Admitted:    s.Admitted[c],
-			Rejected:    sumReasons(s.Rejected[c]),
-			AdmittedRPS: jsonFloat(x.admRate[c]),
-			RejectedRPS: jsonFloat(x.rejRate[c]),
+			Name:           c.String(),
+			Admitted:       s.Admitted[c],
+			Rejected:       sumReasons(s.Rejected[c]),
+			WouldReject:    sumReasons(s.WouldReject[c]),
+			AdmittedRPS:    jsonFloat(x.admRate[c]),
+			RejectedRPS:    jsonFloat(x.rejRate[c]),
+			WouldRejectRPS: jsonFloat(x.wouldRate[c]),
 		})
 		by := make(map[string]uint64, levee.NumReasons-1)
+		would := make(map[string]uint64, levee.NumReasons-1)
 		for reason := 1; reason < levee.NumReasons; reason++ {
 			by[levee.Reason(reason).String()] = s.Rejected[c][reason]
+			would[levee.Reason(reason).String()] = s.WouldReject[c][reason]
 		}
 		out.Rejected[c.String()] = by
+		out.WouldReject[c.String()] = would
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/outbound"
 	"github.com/levee-dev/levee/internal/wire"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -17,9 +18,11 @@ import (
 // Transport defaults.
 const (
 	// DefaultMargin is the most a Transport shaves off the time left before
-	// sending it as Levee-Timeout-Ms (it never shaves more than a tenth of
-	// the time left): the response must still travel back.
-	DefaultMargin = 10 * time.Millisecond
+	// sending it as Levee-Timeout-Ms, never more than a tenth of the time
+	// left: the response must still travel back while the caller waits.
+	// It is levee's one client margin, shared with leveegrpc (see
+	// internal/outbound for why 10 ms).
+	DefaultMargin = outbound.DefaultMargin
 	// DefaultDrainLimit is how many bytes of a discarded response body a
 	// Transport reads so that the connection can be reused; larger bodies
 	// are closed unread (the connection is dropped instead).
@@ -38,6 +41,8 @@ type transportConfig struct {
 	now        func() time.Time
 	wait       func(ctx context.Context, d time.Duration) error
 	names      *HeaderNames
+	hosts      []hostPattern            // WithHosts; nil: not set
+	scope      func(*http.Request) bool // WithScope; nil: not set
 }
 
 // WithTransportHeaderNames renames the headers the Transport writes and
@@ -55,9 +60,13 @@ func WithPolicy(p retry.Policy) TransportOption {
 	return func(c *transportConfig) { c.policy = p }
 }
 
-// WithThrottle sets the group of per-host adaptive throttles (keyed by
-// URL host:port), for example to share one among Transports or to set K.
-// nil disables local throttling. Default: a new throttle.NewGroup() per
+// WithThrottle sets the group of per-host adaptive throttles, for example
+// to share one among Transports or to set K. Keys are host:port, in lower
+// case, without a trailing dot and with the scheme's default port made
+// explicit (https://API.example/ and https://api.example:443/ share one);
+// a host that is not printable ASCII, or longer than 128 bytes, is keyed
+// by its hash, so that every key is a valid, bounded metric label. nil
+// disables local throttling. Default: a new throttle.NewGroup() per
 // Transport.
 func WithThrottle(g *throttle.Group) TransportOption {
 	return func(c *transportConfig) { c.throttles, c.noThrottle = g, g == nil }
@@ -89,19 +98,29 @@ type Transport struct {
 // NewTransport returns a Transport that sends requests through next
 // (nil: http.DefaultTransport). For each request it:
 //
+//   - passes a request to a host outside its scope (WithHosts, WithScope)
+//     to next untouched, and sends the tenant id only to hosts it names;
 //   - applies the retry Policy's Timeout when the context has no deadline,
-//     so no call waits forever;
-//   - asks the host's adaptive throttle first and, when it refuses, returns
-//     a *levee.RejectedError{Reason: Throttled} without touching the
-//     network (each attempt counts as a request; anything but an overload
-//     or quota rejection, or a network failure, counts as accepted);
+//     so no call waits forever for a response (the body the caller then
+//     reads is not bounded by it);
+//   - refuses locally, without touching the network, a request with less
+//     than a millisecond left after the margin (a Deadline rejection), or
+//     one the host's adaptive throttle refuses (a *levee.RejectedError,
+//     Reason Throttled);
 //   - sends the context's criticality, tenant, the attempt number and the
-//     time left minus a margin as Levee-Criticality, Levee-Tenant,
-//     Levee-Attempt and Levee-Timeout-Ms, on a copy of the request;
-//   - turns a 503 carrying Levee-Reject, a 429 or a 504 into a
+//     time left minus a margin (at most a tenth of it) as
+//     Levee-Criticality, Levee-Tenant, Levee-Attempt and Levee-Timeout-Ms,
+//     on a copy of the request;
+//   - turns a 503, 429 or 504 carrying Levee-Reject into a
 //     *levee.RejectedError (its RetryAfter from Levee-Retry-After-Ms, else
-//     Retry-After), draining (up to DefaultDrainLimit bytes) and closing the
-//     response body;
+//     Retry-After; none when it says no-retry), draining (up to
+//     DefaultDrainLimit bytes) and closing the response body; any other
+//     response is returned as it came;
+//   - reports each attempt's outcome to the throttle: overload and quota
+//     rejections and attempts without an answer in time count against the
+//     host; any other answer counts for it; failures that never reached it
+//     (connection refused or reset, DNS) and attempts the caller abandoned
+//     count for nothing;
 //   - retries as the Policy and its budget allow: only transient failures
 //     (overload without no-retry, quota after its delay, connections
 //     refused before sending), only idempotent or retry-safe requests
@@ -112,12 +131,15 @@ type Transport struct {
 //     as its Levee-Timeout-Ms), and an attempt that runs out of it while
 //     the call has time left is retried.
 //
-// A final levee rejection is returned as a *levee.RejectedError, which
-// http.Client wraps in a *url.Error. Once this layer has retried, an
-// overload rejection is returned with NoRetry set: only the layer directly
-// above the rejecting one retries. When the request's context belongs to a
-// request served by a levee Handler, that rejection is also recorded there
-// (see the mid-tier mapping in the package documentation).
+// A levee rejection that is not retried is returned as a
+// *levee.RejectedError; a retryable failure this layer gave up on
+// (attempts, budget or deadline exhausted) as a *retry.GiveUpError, which
+// for an overload says "overloaded; no-retry" to levee.AsRejected (only
+// the layer directly above the rejecting one retries) and keeps the
+// server's own answer in its Err. http.Client wraps either in a
+// *url.Error. When the request's context belongs to a request served by a
+// levee Handler, the rejection is also recorded there (see the mid-tier
+// mapping in the package documentation).
 //
 // The caller's request is never modified. The Transport is safe for
 // concurrent use.
@@ -136,7 +158,7 @@ func NewTransport(next http.RoundTripper, opts ...TransportOption) *Transport {
 		t.cfg.now = time.Now
 	}
 	if t.cfg.wait == nil {
-		t.cfg.wait = sleepCtx
+		t.cfg.wait = outbound.Sleep
 	}
 	if t.cfg.names == nil {
 		t.cfg.names = &defaultNames
@@ -152,17 +174,6 @@ func (t *Transport) Unwrap() http.RoundTripper { return t.next }
 func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
 	}
 }
 
@@ -182,33 +193,53 @@ var (
 	}()
 )
 
-// errLocalDeadline is returned, without sending, when no time is left.
-var errLocalDeadline = &levee.RejectedError{Reason: levee.Deadline, NoRetry: true}
-
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	inScope, tenant := t.scope(req)
+	if !inScope {
+		return t.next.RoundTrip(req)
+	}
 	ctx := req.Context()
 	call := levee.CallFrom(ctx)
 	if !call.Criticality.Valid() {
 		call.Criticality = levee.Critical
 	}
-	now := t.cfg.now()
-
-	cancel := context.CancelFunc(nil)
+	if !tenant {
+		call.Tenant = ""
+	}
+	// Without a deadline the Policy's Timeout bounds the wait for a
+	// response (attempts and retries), not the reading of its body: a
+	// timer that is stopped once the response arrives, not a deadline.
+	var (
+		expire *time.Timer
+		cancel context.CancelCauseFunc
+		now    = t.cfg.now()
+		soft   time.Time
+	)
 	if _, ok := ctx.Deadline(); !ok {
 		timeout := t.cfg.policy.Timeout
 		if timeout <= 0 {
 			timeout = retry.DefaultTimeout
 		}
-		ctx, cancel = context.WithDeadline(ctx, now.Add(timeout))
+		soft = now.Add(timeout)
+		ctx, cancel = context.WithCancelCause(ctx)
+		expire = time.AfterFunc(timeout, func() { cancel(context.DeadlineExceeded) })
 	}
-	deadline, _ := ctx.Deadline()
-	resp, err := t.roundTrip(ctx, req, call, now, deadline)
+	resp, err := t.roundTrip(ctx, req, call, soft)
 	if cancel != nil {
-		if err != nil || resp == nil || resp.Body == nil {
-			cancel()
-		} else {
-			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		expire.Stop()
+		switch {
+		case err != nil:
+			// The parent has no deadline: a cause of DeadlineExceeded is
+			// the timer's.
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) && asRejected(err) == nil {
+				err = &noAnswerError{timeout: soft.Sub(now), err: err}
+			}
+			cancel(nil)
+		case resp.Body == nil:
+			cancel(nil)
+		default:
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
 		}
 	}
 	if err != nil {
@@ -221,174 +252,126 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee.Call, now, deadline time.Time) (*http.Response, error) {
-	var th *throttle.Throttle
-	if t.cfg.throttles != nil {
-		th = t.cfg.throttles.Get(req.URL.Host)
-	}
-	p := t.cfg.policy
-	p.NotIdempotent = !t.idempotent(req)
-	hasBody := req.Body != nil && req.Body != http.NoBody
-	replayable := !hasBody || req.GetBody != nil
+// noAnswerError is the error of a request without a deadline that got no
+// response within the Policy's Timeout.
+type noAnswerError struct {
+	timeout time.Duration
+	err     error
+}
 
-	var a retry.Attempts
-	a.Init(p, now, deadline)
-	body := req.Body // the first attempt sends the caller's body
-	for {
-		n := a.Attempt()
-		if n > 0 && hasBody {
+func (e *noAnswerError) Error() string {
+	return "leveehttp: no response within the retry policy's timeout " + e.timeout.String() + ": " + e.err.Error()
+}
+
+// Unwrap returns context.DeadlineExceeded and the transport's error.
+func (e *noAnswerError) Unwrap() []error { return []error{context.DeadlineExceeded, e.err} }
+
+// roundTrip runs the attempt loop (internal/outbound) for req, within
+// soft when it is set (see RoundTrip).
+func (t *Transport) roundTrip(ctx context.Context, req *http.Request, call levee.Call, soft time.Time) (*http.Response, error) {
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	oc := outbound.Call{
+		Policy:      t.cfg.policy,
+		Criticality: call.Criticality,
+		Deadline:    soft,
+		Margin:      t.cfg.margin,
+		Now:         t.cfg.now,
+		Sleep:       t.cfg.wait,
+		// Without GetBody the body is gone after one attempt: a retry
+		// would send nothing or garbage.
+		OneShot:  hasBody && req.GetBody == nil,
+		Classify: markUnsent,
+	}
+	oc.Policy.NotIdempotent = !t.idempotent(req)
+	if t.cfg.throttles != nil {
+		oc.Throttle = t.cfg.throttles.Get(throttleKey(req.URL.Scheme, req.URL.Host))
+	}
+	var (
+		resp *http.Response
+		sent bool // the caller's body was handed on (and will be closed)
+	)
+	err := oc.Run(ctx, func(a outbound.Attempt) error {
+		body := req.Body
+		if a.N > 0 && hasBody {
 			b, err := req.GetBody()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			body = b
 		}
-		resp, err := t.attempt(ctx, req, body, call, n, th)
-		if err == nil {
-			return resp, nil
-		}
-		now = t.cfg.now()
-		if !replayable {
-			// The body is gone: a retry would send nothing or garbage.
-			return nil, final(err, n > 0)
-		}
-		wait, again := a.Next(now, err)
-		if !again {
-			if rej := asRejected(err); rej != nil {
-				return nil, final(err, n > 0 || errors.Is(a.Err(), retry.ErrBudgetExhausted))
-			}
-			return nil, a.Err()
-		}
-		if werr := t.cfg.wait(ctx, wait); werr != nil {
-			return nil, final(err, true)
-		}
-	}
-}
-
-// final returns err as the caller should see it: a levee rejection as a
-// *levee.RejectedError, with NoRetry set for overload once this layer has
-// retried (retried) so that nobody above retries again.
-func final(err error, retried bool) error {
-	rej := asRejected(err)
-	if rej == nil {
+		sent = true
+		r, err := t.attempt(ctx, req, body, call, a)
+		resp = r
 		return err
+	})
+	if !sent && req.Body != nil {
+		_ = req.Body.Close() // refused locally: RoundTrip still closes the body
 	}
-	if rej.Reason == levee.Overloaded && retried && !rej.NoRetry {
-		return &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: rej.RetryAfter, NoRetry: true}
+	if err != nil {
+		return nil, err
 	}
-	return rej
+	return resp, nil
 }
 
-// attempt sends one attempt and returns the response to hand to the caller,
-// or the error of a failed attempt (a levee rejection, a network error).
-// It closes body on every path where next does not.
-func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.ReadCloser, call levee.Call, n int, th *throttle.Throttle) (*http.Response, error) {
-	now := t.cfg.now()
-	if th != nil {
-		if err := th.AllowAt(now, call.Criticality); err != nil {
-			closeBody(body)
-			return nil, err
-		}
+// markUnsent marks the error of a connection that could not be made
+// (a dial error) as proof that nothing was sent.
+func markUnsent(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return retry.Unsent(err)
 	}
-	if ctx.Err() != nil {
-		closeBody(body)
-		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return nil, ctx.Err()
-		}
-		return nil, errLocalDeadline
-	}
-	// The attempt's own deadline: the call's, or sooner with AttemptTimeout.
-	actx, acancel := ctx, context.CancelFunc(func() {})
-	deadline, _ := ctx.Deadline()
-	if at := t.cfg.policy.AttemptTimeout; at > 0 && now.Add(at).Before(deadline) {
-		deadline = now.Add(at)
-		actx, acancel = context.WithDeadline(ctx, deadline)
-	}
-	left := deadline.Sub(now)
-	left -= min(t.cfg.margin, left/10)
-	if left < time.Millisecond {
-		acancel()
-		closeBody(body)
-		return nil, errLocalDeadline
-	}
+	return err
+}
 
-	out := req.Clone(actx)
+// attempt sends attempt a with body and returns the response to hand to
+// the caller, or the attempt's error: a levee rejection read from the
+// response (whose body it drains and closes), or next's error.
+func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.ReadCloser, call levee.Call, a outbound.Attempt) (*http.Response, error) {
+	out := req.Clone(a.Ctx)
 	out.Body = body
 	if body == nil {
 		out.Body = nil
 	}
 	h, names := out.Header, t.cfg.names
 	h[names.Criticality] = critValues[call.Criticality]
-	if call.Tenant != "" {
-		if ten := wire.FormatTenant(call.Tenant); ten != "" {
-			h[names.Tenant] = []string{ten}
-		} else {
-			delete(h, names.Tenant)
-		}
+	if ten := wire.FormatTenant(call.Tenant); ten != "" {
+		h[names.Tenant] = []string{ten}
 	} else {
 		delete(h, names.Tenant)
 	}
 	var buf [24]byte
-	h[names.TimeoutMs] = []string{string(wire.AppendTimeoutMs(buf[:0], left))}
-	h[names.Attempt] = attemptValues[min(n, wire.MaxAttempt)]
+	h[names.TimeoutMs] = []string{string(wire.AppendTimeoutMs(buf[:0], a.Left))}
+	h[names.Attempt] = attemptValues[min(a.N, wire.MaxAttempt)]
 
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {
-		ownTimeout := ctx.Err() == nil && actx.Err() != nil
-		acancel()
-		switch {
-		case ownTimeout:
-			// Only this attempt ran out of time: another may succeed. No
-			// answer in time counts against the backend.
-			if th != nil {
-				th.DoneAt(t.cfg.now(), call.Criticality, false)
-			}
-			return nil, retry.Retryable(err)
-		case ctx.Err() != nil:
-			// The caller gave up: the attempt says nothing of the backend
-			// and is left unreported.
-			return nil, err
-		}
-		if th != nil {
-			th.DoneAt(t.cfg.now(), call.Criticality, false)
-		}
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			err = retry.Unsent(err)
-		}
 		return nil, err
 	}
-	end := t.cfg.now()
-	rej := rejection(resp, end, t.cfg.names)
+	rej := rejection(resp, t.cfg.now(), t.cfg.names)
 	if rej == nil {
-		if th != nil {
-			th.DoneAt(end, call.Criticality, true)
-		}
-		if actx != ctx && resp.Body != nil {
-			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: acancel}
+		if a.Ctx != ctx && resp.Body != nil {
+			// The attempt's own deadline lasts while the body is read.
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: a.Release}
 		} else {
-			acancel()
+			a.Release()
 		}
 		return resp, nil
 	}
-	defer acancel() // after the drain below: a cancelled body cannot be drained
-	if th != nil {
-		th.DoneAt(end, call.Criticality, rej.Reason != levee.Overloaded && rej.Reason != levee.Quota)
-	}
-	drain(resp.Body)
+	drain(resp.Body) // before the loop releases the attempt's context
 	return nil, rej
 }
 
-// rejection reads a levee rejection from resp: a 503 with Levee-Reject, a
-// 429 or a 504. It returns nil for any other response.
+// rejection reads a levee rejection from resp: a 503, 429 or 504 carrying
+// Levee-Reject. It returns nil for any other response, which goes to the
+// caller as it came (a third party's own 429 or 504 included).
 func rejection(resp *http.Response, now time.Time, names *HeaderNames) *levee.RejectedError {
 	var reason levee.Reason
 	_, noRetry, ok := wire.ParseReject(resp.Header[names.Reject])
+	if !ok {
+		return nil
+	}
 	switch resp.StatusCode {
 	case http.StatusServiceUnavailable:
-		if !ok {
-			return nil
-		}
 		reason = levee.Overloaded
 	case http.StatusTooManyRequests:
 		reason = levee.Quota
@@ -397,12 +380,18 @@ func rejection(resp *http.Response, now time.Time, names *HeaderNames) *levee.Re
 	default:
 		return nil
 	}
-	// The status says what it is; Levee-Reject adds no-retry.
+	// The status says what it is; Levee-Reject adds no-retry. A no-retry
+	// rejection carries no delay to levee clients (as in leveegrpc): its
+	// Retry-After is for browsers and people.
 	d, pushNoRetry, dok := wire.ParseRetryAfterMs(resp.Header[names.RetryAfterMs])
 	if !dok {
 		d, _ = wire.ParseRetryAfter(resp.Header[wire.RetryAfter], now)
 	}
-	return &levee.RejectedError{Reason: reason, RetryAfter: d, NoRetry: noRetry || pushNoRetry}
+	noRetry = noRetry || pushNoRetry
+	if noRetry {
+		d = 0
+	}
+	return &levee.RejectedError{Reason: reason, RetryAfter: d, NoRetry: noRetry}
 }
 
 func drain(b io.ReadCloser) {
@@ -411,12 +400,6 @@ func drain(b io.ReadCloser) {
 	}
 	_, _ = io.CopyN(io.Discard, b, DefaultDrainLimit)
 	_ = b.Close()
-}
-
-func closeBody(b io.ReadCloser) {
-	if b != nil {
-		_ = b.Close()
-	}
 }
 
 func (t *Transport) idempotent(req *http.Request) bool {

@@ -125,7 +125,7 @@ func TestTransportPropagates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fb := &fakeBackend{script: always(func() *http.Response { return answer(200) })}
-			tr, _ := testTransport(fb)
+			tr, _ := testTransport(fb, WithHosts("backend"))
 			ctx := levee.WithCall(context.Background(), tt.call)
 			if tt.deadline > 0 {
 				var cancel context.CancelFunc
@@ -156,8 +156,11 @@ func TestTransportPropagates(t *testing.T) {
 			if req.Header.Get("Levee-Tenant") != before.Get("Levee-Tenant") || len(req.Header) != len(before) {
 				t.Errorf("caller's request modified: %v", req.Header)
 			}
-			if _, ok := fb.got[0].Context().Deadline(); !ok {
-				t.Error("request sent without a deadline")
+			// Without the caller's deadline, the Policy's Timeout bounds
+			// the wait for the response, not the body: no context
+			// deadline, but a budget sent all the same.
+			if _, ok := fb.got[0].Context().Deadline(); ok != (tt.deadline > 0) {
+				t.Errorf("request context has a deadline: %v, want %v", ok, tt.deadline > 0)
 			}
 		})
 	}
@@ -172,12 +175,16 @@ func TestTransportRejections(t *testing.T) {
 		wantNoRetry  bool
 		wantDelay    time.Duration
 	}{
-		{"overloaded retried then no-retry", overloaded(), 3, levee.Overloaded, true, 20 * time.Millisecond},
-		{"overloaded no-retry not retried", overloaded("Levee-Reject", "overloaded; no-retry"), 1, levee.Overloaded, true, 20 * time.Millisecond},
-		{"quota with delay retried", func() *http.Response { return answer(429, "Retry-After", "1") }, 3, levee.Quota, false, time.Second},
-		{"quota delay past deadline", func() *http.Response { return answer(429, "Levee-Retry-After-Ms", "60000") }, 1, levee.Quota, false, time.Minute},
+		// A no-retry rejection carries no delay to levee clients (as in
+		// leveegrpc); having given up, the Transport says no-retry upward.
+		{"overloaded retried then no-retry", overloaded(), 3, levee.Overloaded, true, 0},
+		{"overloaded no-retry not retried", overloaded("Levee-Reject", "overloaded; no-retry"), 1, levee.Overloaded, true, 0},
+		{"quota with delay retried", func() *http.Response { return answer(429, "Levee-Reject", "quota", "Retry-After", "1") }, 3, levee.Quota, false, time.Second},
+		{"quota delay past deadline", func() *http.Response { return answer(429, "Levee-Reject", "quota", "Levee-Retry-After-Ms", "60000") }, 1, levee.Quota, false, time.Minute},
 		{"deadline not retried", func() *http.Response { return answer(504, "Levee-Reject", "deadline") }, 1, levee.Deadline, false, 0},
-		{"plain 504 is deadline", func() *http.Response { return answer(504) }, 1, levee.Deadline, false, 0},
+		// A third party's own answers are responses, body included.
+		{"plain 429 is a response", func() *http.Response { return answer(429, "Retry-After", "1") }, 1, 0, false, 0},
+		{"plain 504 is a response", func() *http.Response { return answer(504) }, 1, 0, false, 0},
 		{"plain 503 is a response", func() *http.Response { return answer(503) }, 1, 0, false, 0},
 		{"500 is a response", func() *http.Response { return answer(500) }, 1, 0, false, 0},
 	}
@@ -452,7 +459,7 @@ func TestHeaderNames(t *testing.T) {
 	}), nil, WithHeaderNames(names), WithTrust(func(*http.Request) bool { return true }))
 	srv := httptest.NewServer(backend)
 	defer srv.Close()
-	tr := NewTransport(nil, WithTransportHeaderNames(names), WithPolicy(retry.Policy{MaxAttempts: 1}))
+	tr := NewTransport(nil, WithTransportHeaderNames(names), WithPolicy(retry.Policy{MaxAttempts: 1}), WithHosts(srv.Listener.Addr().String()))
 	ctx, cancel := context.WithTimeout(levee.WithCall(context.Background(), levee.Call{Criticality: levee.CriticalPlus, Tenant: "acme"}), 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)

@@ -1,10 +1,16 @@
 package leveeprom
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/levee-dev/levee"
@@ -158,4 +164,60 @@ func valueOf(t *testing.T, c prometheus.Collector, name string, labels map[strin
 	}
 	t.Fatalf("no sample %s%v", name, labels)
 	return 0
+}
+
+// TestThrottleCollectorBadKeys: keys that are not valid label values (a
+// host with invalid UTF-8 bytes, a very long one) never make a scrape
+// fail; they are exported bounded, valid and apart.
+func TestThrottleCollectorBadKeys(t *testing.T) {
+	g := throttle.NewGroup()
+	long := strings.Repeat("é", 200)
+	bad := []string{"\xff\xfe", "a\xffb", "a\xfeb", long, long + "x", "ok.example:443"}
+	for _, k := range bad {
+		healthy(g.Get(k), levee.Critical, 3)
+	}
+	c := NewThrottleCollector()
+	c.AddGroup(g)
+	c.Add("\xc3", throttle.New())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics answered %d: %s", resp.StatusCode, body)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != "levee_throttle_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() != "backend" {
+					continue
+				}
+				v := l.GetValue()
+				if !utf8.ValidString(v) || len(v) > 128 {
+					t.Errorf("label %q: not valid UTF-8 or longer than %d", v, 128)
+				}
+				backends[v] = true
+			}
+		}
+	}
+	if len(backends) != len(bad)+1 {
+		t.Errorf("%d backends exported, want %d (every key apart): %v", len(backends), len(bad)+1, backends)
+	}
+	if !backends["ok.example:443"] {
+		t.Error("a valid key was not exported as it is")
+	}
 }

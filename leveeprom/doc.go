@@ -51,11 +51,31 @@
 //	levee_run_queue_running                         gauge    requests holding a run-queue slot
 //	levee_run_queue_waiting                         gauge    requests waiting for a slot
 //	levee_run_queue_bound                           gauge    requests that may run at once (0: off)
+//	levee_dry_run                                   gauge    1 while in dry-run (nothing rejected)
+//	levee_would_reject_total{criticality,reason}    counter  admitted in dry-run, would have been rejected
+//	levee_would_shed_requests_per_second            gauge    in dry-run, the estimated rate it would shed
+//	levee_forced_shed_level                         gauge    shed level forced by a drill (0: none)
+//
+// Health and readiness probes (ProbeCollector, reading leveehttp's
+// Handler.Probes or leveegrpc's Server.Probes):
+//
+//	levee_health_probes_total                       counter  probes passed through without admission
 //
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //
 //	levee_state_changes_total{kind}                 counter  overload_start, overload_end, degrade_changed,
 //	                                                         drill_start, drill_end, no_retry_start, no_retry_end
+//
+// Configuration and admin endpoint (ConfigCollector):
+//
+//	levee_config_reloads_total{result}              counter  reloads: applied, rejected, unchanged
+//	levee_config_changes_total                      counter  fields changed by applied reloads
+//	levee_config_generation                         gauge    generation of the configuration in force
+//	levee_config_last_reload_success                gauge    1 if the last reload was not rejected
+//	levee_config_applied_timestamp_seconds          gauge    when the configuration in force was applied
+//	levee_config_overrides                          gauge    runtime overrides in force (admin)
+//	levee_admin_unauthorized_total                  counter  admin requests refused with 401
+//	levee_admin_changes_total                       counter  admin requests that changed something
 //
 // Client (ThrottleCollector, BudgetCollector):
 //
@@ -73,16 +93,25 @@
 // Tenants never appear as labels. Several controllers in one process are
 // told apart with WithConstLabels.
 //
-// Example alerting rules using these metrics (headroom, shedding time,
-// degradation, critical traffic shed, retry storms, client throttling) are
-// in deploy/prometheus/levee-alerts.yml; a test checks that every metric and
-// label they name exists.
+// The names, units, help texts and label names are defined once, in
+// levee's internal/instrument table, which leveeotel uses too: an
+// OpenTelemetry pipeline gets the same instruments, and after
+// OpenTelemetry's standard Prometheus translation the same names.
+//
+// Alerting rules using these metrics are in deploy/prometheus/levee-alerts.yml
+// (tickets for capacity; pages only when traffic is shed while less
+// critical traffic is admitted about as readily, or CRITICAL_PLUS is shed),
+// with unit tests in the format of `promtool test rules`; a Grafana
+// dashboard is in deploy/grafana/levee.json. deploy/prometheus/rulecheck
+// checks every query of both against these collectors and runs the rule
+// tests with Prometheus's rule engine.
 //
 // # Layers
 //
 // Within levee's layers (vocabulary and leaves → policies → adapters → tools
 // → commands; imports point down only, checked by .ci/layers), leveeprom is
 // an adapter: it reads the policies' snapshots and counters (admit, retry,
-// throttle) for github.com/prometheus/client_golang, its only dependency
-// outside levee, and never imports the tools or the command.
+// throttle, and the configuration's and admin endpoint's counters) for
+// github.com/prometheus/client_golang, its only dependency outside levee,
+// and never imports the tools or the command.
 package leveeprom

@@ -38,7 +38,7 @@ func TestEventCollectorController(t *testing.T) {
 		ctl.Step(t0.Add(time.Duration(i) * admit.DefaultPeriod))
 	}
 	for _, k := range []admit.EventKind{admit.DrillStart, admit.DrillEnd, admit.DegradeChanged} {
-		if got := ev.counts[k].Load(); got == 0 {
+		if got := ev.counts.Count(k); got == 0 {
 			t.Errorf("%s = 0 after a drill, want ≥ 1", k)
 		}
 	}

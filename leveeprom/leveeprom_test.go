@@ -104,6 +104,21 @@ func overloadSnapshot() admit.Snapshot {
 	return s
 }
 
+// dryRunSnapshot is a controller in dry-run at 3× its capacity: nothing
+// rejected, the would-be rejections counted beside.
+func dryRunSnapshot() admit.Snapshot {
+	s := admit.Snapshot{AdmitFraction: 1, DryRun: true, WouldShedRPS: 2000, OfferedRPS: 3000, CapacityRPS: 1000, Load: 1.9}
+	s.Admitted[levee.CriticalPlus] = 750
+	s.Admitted[levee.Critical] = 750
+	s.Admitted[levee.SheddablePlus] = 750
+	s.Admitted[levee.Sheddable] = 750
+	s.WouldReject[levee.Sheddable][levee.Overloaded] = 750
+	s.WouldReject[levee.SheddablePlus][levee.Overloaded] = 750
+	s.WouldReject[levee.Critical][levee.Overloaded] = 500
+	s.WouldReject[levee.Critical][levee.Quota] = 7
+	return s
+}
+
 func TestAdmitCollectorGolden(t *testing.T) {
 	tests := []struct {
 		name string
@@ -114,6 +129,7 @@ func TestAdmitCollectorGolden(t *testing.T) {
 		{"admit_overload.prom", overloadSnapshot(), nil},
 		{"admit_constlabels.prom", admit.Snapshot{Signals: []admit.SignalState{{Name: "cpu", Value: 0.4, Target: 0.8}}},
 			[]Option{WithConstLabels(prometheus.Labels{"controller": "api"})}},
+		{"admit_dryrun.prom", dryRunSnapshot(), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,8 +178,9 @@ levee_signal_target{signal="cpu"} 0.8
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4 admissions + 12 rejections + 22 single gauges/counters + 3 per signal.
-	if want := 4 + 12 + 22 + 3; n != want {
+	// 4 admissions + 12 rejections + 12 would-be rejections + 25 single
+	// gauges/counters + 3 per signal.
+	if want := 4 + 12 + 12 + 25 + 3; n != want {
 		t.Errorf("GatherAndCount = %d, want %d", n, want)
 	}
 }

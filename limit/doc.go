@@ -8,14 +8,17 @@
 // downstream service slows down, requests pile up in flight and wait; the
 // process's CPU falls rather than rises, so CPU-based shedding sees nothing.
 // A concurrency limit that shrinks when latency grows turns that pile-up into
-// a signal (pressure.Concurrency reports in-flight ÷ limit).
+// a bound a client can enforce towards one dependency. (The server's own
+// signal for it, pressure.Concurrency, learns the no-wait service time and
+// reads the requests waiting in the handler instead: a limit learned from
+// latency alone cannot tell a dependency that got slower from one that is
+// queued behind, and ratchets down in the first case.)
 //
 // # Model
 //
 // A Limiter is pure: it holds no clock, no goroutine and no lock. The caller
-// aggregates one sample window (pressure.Concurrency does it lock-free on the
-// request path) and calls Update(now, rtt, inflight) once per window with the
-// window's round-trip time and its peak in-flight count. Limit returns the
+// aggregates one sample window and calls Update(now, rtt, inflight) once per
+// window with the window's round-trip time and its peak in-flight count. Limit returns the
 // current limit.
 //
 //   - Gradient (after Netflix's concurrency-limits "gradient2"): compares the
@@ -41,10 +44,9 @@
 //
 // # Non-goals
 //
-// Limiters do not queue or reject requests; the admission controller (admit)
-// decides, with the limit as one signal among CPU, scheduler latency and
-// queueing delay. They are not safe for concurrent use: one goroutine (the
-// sampler) calls Update; Limit may be read from the same goroutine.
+// Limiters do not queue or reject requests; their caller decides what to
+// do above the limit. They are not safe for concurrent use: one goroutine
+// (the sampler) calls Update; Limit may be read from the same goroutine.
 //
 // # Options
 //

@@ -9,145 +9,331 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/smooth"
-	"github.com/levee-dev/levee/limit"
 )
 
-// Concurrency is the number of requests in flight against an adaptive
-// concurrency limit (package limit). It implements levee.Signal with Name
-// "concurrency", Value = peak in-flight of the last period ÷ limit and
-// Target 1.
+// Concurrency sees requests waiting inside the handler: on a dependency's
+// connection pool, a lock, a slow downstream service — waits that leave the
+// CPU low. It implements levee.Signal with Name "concurrency" and Target 1;
+// Value is the number of requests waiting in the handler ÷ the number the
+// latency target allows to wait:
 //
-// It catches a slowing dependency while CPU stays low: requests waiting on
-// a slow database pile up in flight, the limiter sees their round-trip time
-// grow and lowers the limit, and in-flight ÷ limit rises above 1.
+//	served  = requests started within the last f·B (Little's law: those a
+//	          no-wait service time B, stretched by CPU contention f, explains);
+//	          while requests wait for each other, the throughput × f·B
+//	          (the bottleneck serves that many at once), at most in flight
+//	queue   = in flight − served, at least 0
+//	allowed = max(min queue, (T ÷ B − 1) × served)
+//	Value   = queue ÷ allowed, smoothed (WithConcurrencySmoothing)
 //
-// The request path calls Acquire when a request starts and Release with
-// its round-trip time when it ends: both are lock-free and do not allocate.
-// Every period SampleAt hands the window's mean round-trip time and peak
-// in-flight count to the limiter (once, under a mutex, off the request
-// path) and recomputes the value, smoothed by an EWMA (default 200 ms).
-// Value is NaN until the first sample.
+// It reads about 0 while nothing waits, whatever the load, and 1 when the
+// in-handler latency reaches the target T. A traffic step does not move it
+// (new requests are counted as served), a dependency that stops answering
+// does at once (requests older than f·B pile up).
 //
-// Safe for concurrent use.
+// # What it learns
+//
+// From every request that ends it takes the in-handler time (without the
+// time the caller held it up: see DoneAt) and the number of requests that
+// were in the handler when it started, and learns:
+//
+//   - the no-wait service time B: what a request takes when it waits for
+//     nobody. It falls at once towards faster readings; it rises only when
+//     latency does not depend on concurrency (requests that started with
+//     many others in flight were no slower than those that started with
+//     few: the service itself got slower, as a dependency that slows from
+//     5 ms to 50 ms does, and shedding cannot help), and never while the
+//     freeze function (WithConcurrencyFreeze; in Default: another signal of
+//     the set above its target) says the process is overloaded, so that
+//     overloaded latency never becomes the new normal. After shedding has
+//     drained the queue, the requests that are left wait for nobody: their
+//     latency is the new B, and the signal lets the load back in — there is
+//     no limit that ratchets down and stays there;
+//   - whether requests wait for each other (latency grows with concurrency
+//     beyond 1 + (ratio − 1)/2 times f·B), which caps served at the
+//     throughput the handler's bottleneck achieves;
+//   - the latency target T = clamp(ratio × B, floor, ceiling): ratio
+//     (WithLatencyRatio) defaults to 2; floor and ceiling (WithLatencyBounds)
+//     default to 1 ms and 10 s; the ceiling is lowered to half the median
+//     time budget callers give their requests (StartAt's budget), but never
+//     below 1.5 × B.
+//
+// Latency that CPU contention explains is not waiting for a dependency:
+// handlers that share a busy CPU take about f = 1 ÷ (1 − CPU share)
+// longer. With WithConcurrencyCPU (Default passes its CPU signal) the
+// signal allows for that, so a CPU-bound server, whose queue forms before
+// the handler and whose CPU signal trips, does not trip this one too.
+//
+// # Request path
+//
+// StartAt when the handler starts (after any admission run queue), DoneAt
+// when it returns, Drop for a request that leaves without a meaningful
+// duration (a hijacked connection, a stream), Suspend and Resume around
+// time the request spends waiting on its caller. All are lock-free, do not
+// allocate and make no system call: one to four atomic additions each.
+//
+// SampleAt (Run calls it every period, default 50 ms) does the learning
+// under a mutex, off the request path. Value is NaN until the first
+// requests have ended (B is known). Safe for concurrent use.
 type Concurrency struct {
 	inflight atomic.Int64
 	_        [56]byte
-	peak     atomic.Int64
+	starts   atomic.Int64
 	_        [56]byte
-	rttSum   atomic.Int64
-	rttCount atomic.Int64
-	_        [48]byte
+	// ended requests by the concurrency they started with (kBucket).
+	ended [numKBuckets]endBucket
+	_     [56]byte
+	// budgets of starting requests, by budgetBucket.
+	budgets [numBudgetBuckets]atomic.Int64
 
-	cfg   concConfig
-	value atomicFloat
-	limit atomic.Int64
+	cfg      concConfig
+	value    atomicFloat
+	capacity atomicFloat
+	budget   atomic.Int64 // learned median budget, ns; 0 = unknown
 
 	mu      sync.Mutex
-	l       limit.Limiter
-	lastAt  time.Time
-	avg     smooth.EWMA
+	st      concState
 	reading ConcurrencyReading
 }
+
+type endBucket struct{ n, k, ns atomic.Int64 }
 
 var _ levee.Signal = (*Concurrency)(nil)
 
 type concConfig struct {
-	period time.Duration
-	tau    time.Duration
+	period   time.Duration
+	tau      time.Duration
+	ratio    float64
+	minQueue int
+	floorT   time.Duration
+	ceilT    time.Duration
+	cpu      func() float64
+	freeze   func() bool
 }
 
 // ConcurrencyOption configures a Concurrency.
 type ConcurrencyOption func(*concConfig, *checker)
 
-// WithConcurrencyPeriod sets the sample window, Run's period. Default
-// 100ms; range [10ms, 1m]; 0 means the default.
+// WithConcurrencyPeriod sets how often Run samples. Default 50ms; range
+// [10ms, 1m]; 0 means the default.
 func WithConcurrencyPeriod(d time.Duration) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) { ch.period("WithConcurrencyPeriod", d, &c.period) }
 }
 
 // WithConcurrencySmoothing sets the EWMA time constant of the value.
-// Default 200ms; 0 disables smoothing; range [0, 1m].
+// Default 100ms; 0 disables smoothing; range [0, 1m].
 func WithConcurrencySmoothing(d time.Duration) ConcurrencyOption {
 	return func(c *concConfig, ch *checker) { ch.smoothing("WithConcurrencySmoothing", d, &c.tau) }
 }
 
-// NewConcurrency returns a concurrency signal driven by l; nil l means
-// limit.NewGradient(). The Concurrency owns l from then on: only its
-// SampleAt calls l.Update. It panics with a "pressure: ..." message on an
-// out-of-range option, a programming error.
-func NewConcurrency(l limit.Limiter, opts ...ConcurrencyOption) *Concurrency {
-	cfg := concConfig{period: 100 * time.Millisecond, tau: 200 * time.Millisecond}
+// WithLatencyRatio sets the in-handler latency, as a multiple of the
+// learned no-wait service time, at which the signal reads its target.
+// Default 2 (requests may wait as long again as they are served); range
+// [1.2, 100]; 0 means the default.
+func WithLatencyRatio(r float64) ConcurrencyOption {
+	return func(c *concConfig, ch *checker) {
+		set(ch, &c.ratio, r, r >= 1.2 && r <= 100, "WithLatencyRatio", "must be in [1.2, 100] (0 means the default, 2)")
+	}
+}
+
+// WithLatencyBounds sets the floor and the ceiling of the latency target.
+// Default 1ms and 10s; range 0 < floor ≤ ceiling ≤ 1h; a 0 means that
+// bound's default. The ceiling is lowered further to half the median
+// budget callers send (see StartAt), but never below 1.5 × the learned
+// service time.
+func WithLatencyBounds(floor, ceiling time.Duration) ConcurrencyOption {
+	return func(c *concConfig, ch *checker) {
+		f, h := c.floorT, c.ceilT
+		if floor != 0 {
+			f = floor
+		}
+		if ceiling != 0 {
+			h = ceiling
+		}
+		ch.check(f > 0 && h >= f && h <= time.Hour, "WithLatencyBounds",
+			"want 0 < floor ≤ ceiling ≤ 1h (0 means the default, 1ms and 10s)", floor, ceiling)
+		c.floorT, c.ceilT = f, h
+	}
+}
+
+// WithMinQueue sets the smallest number of waiting requests the signal
+// reads as its target: a handful of requests waiting is never worth
+// shedding for, however slow the traffic. Default 4; range [1, 1e6]; 0
+// means the default.
+func WithMinQueue(n int) ConcurrencyOption {
+	return func(c *concConfig, ch *checker) {
+		set(ch, &c.minQueue, n, n >= 1 && n <= 1e6, "WithMinQueue", "must be in [1, 1e6] (0 means the default, 4)")
+	}
+}
+
+// WithConcurrencyCPU sets the function returning the process's CPU
+// utilisation (a fraction of the cores it may use, as CPU.Value), with
+// which latency explained by CPU contention is discounted (see
+// Concurrency). Default: none (no discount). Default passes its CPU
+// signal. NaN readings count as 0; nil restores the default.
+func WithConcurrencyCPU(f func() float64) ConcurrencyOption {
+	return func(c *concConfig, _ *checker) {
+		if f != nil {
+			c.cpu = f
+		}
+	}
+}
+
+// WithConcurrencyFreeze sets the function that says the process is
+// overloaded: while it returns true the service time and the callers'
+// budget are not learned upwards. Default: never. Default passes "another
+// signal of the set reads above its target". nil restores the default.
+func WithConcurrencyFreeze(f func() bool) ConcurrencyOption {
+	return func(c *concConfig, _ *checker) {
+		if f != nil {
+			c.freeze = f
+		}
+	}
+}
+
+// NewConcurrency returns a concurrency signal. It panics with a
+// "pressure: ..." message on an out-of-range option, a programming error
+// (as time.NewTicker does for a non-positive period).
+func NewConcurrency(opts ...ConcurrencyOption) *Concurrency {
+	cfg := concConfig{
+		period: setPeriod, tau: 100 * time.Millisecond, ratio: 2, minQueue: 4,
+		floorT: time.Millisecond, ceilT: 10 * time.Second,
+		cpu:    func() float64 { return 0 },
+		freeze: func() bool { return false },
+	}
 	var ch checker
 	for _, o := range opts {
 		o(&cfg, &ch)
 	}
 	ch.mustValid()
-	if l == nil {
-		l = limit.NewGradient()
-	}
-	c := &Concurrency{cfg: cfg, l: l, avg: smooth.EWMA{Tau: cfg.tau}}
-	c.limit.Store(int64(max(1, l.Limit())))
+	c := &Concurrency{cfg: cfg}
 	c.value.store(math.NaN())
-	c.reading = ConcurrencyReading{Value: math.NaN(), Limit: l.Limit()}
+	c.st = concState{avg: smooth.EWMA{Tau: cfg.tau}, rate: smooth.EWMA{Tau: 200 * time.Millisecond}, arrive: smooth.EWMA{Tau: cfg.tau},
+		elasticity: math.NaN(), valueNow: math.NaN()}
+	c.reading = c.st.readingAt(time.Time{})
 	return c
 }
 
 // Name returns "concurrency".
 func (c *Concurrency) Name() string { return "concurrency" }
 
-// Value returns the smoothed peak in-flight ÷ limit, NaN before the first
-// sample.
+// Value returns the smoothed waiting requests ÷ the waiting allowed, NaN
+// until the service time is known.
 func (c *Concurrency) Value() float64 { return c.value.load() }
 
-// Target returns 1: at the limit.
+// Target returns 1: as many requests wait as the latency target allows.
 func (c *Concurrency) Target() float64 { return 1 }
 
-// Period returns the sample window, Run's period.
+// Period returns Run's sampling period.
 func (c *Concurrency) Period() time.Duration { return c.cfg.period }
 
-// Limit returns the limit computed at the latest sample.
-func (c *Concurrency) Limit() int { return int(c.limit.Load()) }
-
-// InFlight returns the number of requests in flight now.
+// InFlight returns the number of requests in the handler now.
 func (c *Concurrency) InFlight() int { return int(max(0, c.inflight.Load())) }
 
-// Acquire records that a request started. Every Acquire must be followed by
-// one Release. Lock-free, no allocation.
-func (c *Concurrency) Acquire() {
-	n := c.inflight.Add(1)
-	for {
-		p := c.peak.Load()
-		if n <= p || c.peak.CompareAndSwap(p, n) {
-			return
-		}
+// Capacity returns the requests per second the handler's bottleneck
+// completes, measured while requests wait for each other (the latest such
+// sample), or 0 while nothing waits. A controller steering an admitted
+// rate can take it as the capacity when this signal is the one above its
+// target: admitted ÷ Value is no capacity estimate for a wait.
+func (c *Concurrency) Capacity() float64 { return c.capacity.load() }
+
+// Budget returns the median time budget of the requests that started
+// recently (see StartAt), learned while the process was not overloaded; 0
+// when too few requests carried one.
+func (c *Concurrency) Budget() time.Duration { return time.Duration(c.budget.Load()) }
+
+// Start is a request in the handler, returned by StartAt and given back to
+// DoneAt or Drop. The zero Start is not counted: DoneAt and Drop ignore it.
+type Start struct {
+	at time.Time
+	k  int64 // requests in flight when it started, itself included
+}
+
+// maxSample bounds one request's in-handler time: a request that was not
+// excluded although it lived for minutes (a forgotten long-poll) must not
+// carry the mean alone.
+const maxSample = time.Minute
+
+// StartAt records that a request's handler started at now. budget is the
+// time left before the request's deadline (0 or less: none); the median
+// budget caps the latency and queue-delay targets, so that waits the
+// callers cannot afford are never normal. Pass it only for requests whose
+// deadline the server believes (levee's adapters pass the deadline they
+// enforce). Lock-free, no allocation.
+func (c *Concurrency) StartAt(now time.Time, budget time.Duration) Start {
+	k := c.inflight.Add(1)
+	c.starts.Add(1)
+	if budget > 0 {
+		c.budgets[budgetBucket(budget)].Add(1)
+	}
+	return Start{at: now, k: max(k, 1)}
+}
+
+// DoneAt records that the request s ended at now. excluded is the part of
+// its time spent waiting on its caller rather than on the server (reading
+// a slowly sent body, writing to a slow reader): it is not service time.
+// Lock-free, no allocation.
+func (c *Concurrency) DoneAt(s Start, now time.Time, excluded time.Duration) {
+	if s.k == 0 {
+		return
+	}
+	c.inflight.Add(-1)
+	d := now.Sub(s.at) - max(excluded, 0)
+	if d < 0 {
+		return // a clock that went backwards says nothing about the service
+	}
+	b := &c.ended[kBucket(s.k)]
+	b.n.Add(1)
+	b.k.Add(s.k)
+	b.ns.Add(int64(min(d, maxSample)))
+}
+
+// Drop records that the request s left the handler without a duration
+// that says anything about the service: its connection was hijacked, it
+// became a stream or a long-poll. Lock-free, no allocation.
+func (c *Concurrency) Drop(s Start) {
+	if s.k != 0 {
+		c.inflight.Add(-1)
 	}
 }
 
-// Release records that a request started by Acquire ended after rtt
-// (its time in the handler, or the call to the dependency the limit
-// protects). A non-positive rtt releases without a latency sample.
-// Lock-free, no allocation.
-func (c *Concurrency) Release(rtt time.Duration) {
-	c.inflight.Add(-1)
-	if rtt > 0 {
-		c.rttSum.Add(int64(rtt))
-		c.rttCount.Add(1)
-	}
-}
+// Suspend takes a started request out of the in-flight count while it
+// waits on its caller (a body read); Resume puts it back. Calls must pair
+// up and happen between StartAt and DoneAt. Lock-free, no allocation.
+func (c *Concurrency) Suspend() { c.inflight.Add(-1) }
+
+// Resume ends a Suspend.
+func (c *Concurrency) Resume() { c.inflight.Add(1) }
 
 // ConcurrencyReading is the detail of the latest sample.
 type ConcurrencyReading struct {
 	Time time.Time
 	// Value is what Value returns.
 	Value float64
-	// Peak is the highest in-flight count of the window.
-	Peak int
-	// Limit is the limiter's limit after the window's update.
-	Limit int
-	// RTT is the window's mean round-trip time, 0 without samples.
-	RTT time.Duration
-	// Samples is the number of Releases with an RTT in the window.
-	Samples int64
+	// InFlight, Served, Queue and Allowed are the requests in the handler,
+	// those the service time explains, the rest (waiting) and the waiting
+	// the target allows, at the sample (see Concurrency).
+	InFlight, Served, Queue, Allowed float64
+	// Throughput is the rate of ended requests in the latest evidence
+	// window, per second.
+	Throughput float64
+	// Latency is the mean in-handler time of the latest evidence window;
+	// ServiceTime the learned no-wait service time B; LatencyTarget T.
+	Latency, ServiceTime, LatencyTarget time.Duration
+	// Budget is the learned median caller budget, 0 when unknown.
+	Budget time.Duration
+	// Elasticity says how latency grew with concurrency in the latest
+	// evidence window: ~0 not at all (the service time itself), ~1 in
+	// proportion (requests wait for each other); NaN without enough
+	// spread in concurrency to tell.
+	Elasticity float64
+	// Waiting reports that the latest evidence window showed requests
+	// waiting for each other beyond what CPU contention explains.
+	Waiting bool
+	// CPU is the CPU utilisation used for the contention allowance.
+	CPU float64
+	// Frozen reports that learning upwards was suspended by the freeze
+	// function at the latest sample.
+	Frozen bool
 }
 
 // Reading returns the detail of the latest sample.
@@ -157,31 +343,43 @@ func (c *Concurrency) Reading() ConcurrencyReading {
 	return c.reading
 }
 
-// SampleAt closes the window at now: it updates the limiter with the
-// window's mean RTT and peak in-flight (when at least one request ended in
-// it) and recomputes the value. A sample less than half a period after
-// the previous one is skipped (the next one covers its time).
+// SampleAt closes a sample period at now: it takes the period's starts,
+// ends and budgets off the request path, updates what the signal has
+// learned (see Concurrency) and recomputes the value. A
+// sample less than half a period after the previous one is skipped (the
+// next one covers its time).
 func (c *Concurrency) SampleAt(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	dt, ok := advance(&c.lastAt, now, c.cfg.period)
+	st := &c.st
+	dt, ok := advance(&st.lastAt, now, c.cfg.period)
 	if !ok {
 		return
 	}
-	cur := max(0, c.inflight.Load())
-	peak := max(cur, c.peak.Swap(cur))
-	n := c.rttCount.Swap(0)
-	sum := c.rttSum.Swap(0)
-	var rtt time.Duration
-	if n > 0 {
-		rtt = time.Duration(sum / n)
-		c.l.Update(now, rtt, int(peak))
+
+	var w window
+	w.dt = dt
+	w.inflight = float64(max(0, c.inflight.Load()))
+	w.starts = c.starts.Swap(0)
+	for i := range c.ended {
+		w.n[i] = c.ended[i].n.Swap(0)
+		w.k[i] = c.ended[i].k.Swap(0)
+		w.ns[i] = c.ended[i].ns.Swap(0)
 	}
-	lim := max(1, c.l.Limit())
-	c.limit.Store(int64(lim))
-	v := c.avg.Update(float64(peak)/float64(lim), dt)
-	c.value.store(v)
-	c.reading = ConcurrencyReading{Time: now, Value: v, Peak: int(peak), Limit: lim, RTT: rtt, Samples: n}
+	for i := range c.budgets {
+		w.budgets[i] = c.budgets[i].Swap(0)
+	}
+	w.cpu = c.cfg.cpu()
+	if math.IsNaN(w.cpu) {
+		w.cpu = 0
+	}
+	w.frozen = c.cfg.freeze()
+
+	st.step(&w, c.cfg)
+	c.capacity.store(st.capacityNow)
+	c.budget.Store(int64(st.budget))
+	c.value.store(st.valueNow)
+	c.reading = st.readingAt(now)
 }
 
 // Run samples every Period with real time until ctx is done.

@@ -1,168 +1,385 @@
 package pressure
 
 import (
+	"fmt"
 	"math"
-	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/levee-dev/levee/limit"
 )
 
-// stubLimiter records its updates and returns a fixed limit.
-type stubLimiter struct {
-	limit   int
-	updates []struct {
-		rtt      time.Duration
-		inflight int
+func TestConcurrencyRequestPath(t *testing.T) {
+	c := NewConcurrency()
+	now := t0
+	a := c.StartAt(now, 0)
+	b := c.StartAt(now, 300*time.Millisecond)
+	d := c.StartAt(now, 0)
+	if got := c.InFlight(); got != 3 {
+		t.Fatalf("InFlight = %d after three starts; want 3", got)
+	}
+	c.Suspend()
+	if got := c.InFlight(); got != 2 {
+		t.Errorf("InFlight = %d while one is suspended; want 2", got)
+	}
+	c.Resume()
+	c.DoneAt(a, now.Add(10*time.Millisecond), 0)
+	c.DoneAt(b, now.Add(30*time.Millisecond), 20*time.Millisecond) // 10 ms of service
+	c.Drop(d)
+	c.DoneAt(Start{}, now, 0) // the zero Start counts nothing
+	c.Drop(Start{})
+	if got := c.InFlight(); got != 0 {
+		t.Errorf("InFlight = %d after every request ended; want 0", got)
+	}
+	var n, ns int64
+	for i := range c.ended {
+		n += c.ended[i].n.Load()
+		ns += c.ended[i].ns.Load()
+	}
+	if n != 2 || time.Duration(ns) != 20*time.Millisecond {
+		t.Errorf("ended %d requests, %v of service; want 2 and 20ms (the dropped one and the excluded time left out)", n, time.Duration(ns))
+	}
+	if got := c.budgets[budgetBucket(300*time.Millisecond)].Load(); got != 1 {
+		t.Errorf("budget bucket of 300ms holds %d; want 1", got)
+	}
+	// A clock that went backwards gives no sample but still ends the request.
+	e := c.StartAt(now, 0)
+	c.DoneAt(e, now.Add(-time.Second), 0)
+	if c.InFlight() != 0 || c.ended[kBucket(1)].n.Load() != 1 {
+		t.Errorf("a negative duration was counted as a sample")
 	}
 }
 
-func (s *stubLimiter) Limit() int { return s.limit }
-func (s *stubLimiter) Update(_ time.Time, rtt time.Duration, inflight int) {
-	s.updates = append(s.updates, struct {
-		rtt      time.Duration
-		inflight int
-	}{rtt, inflight})
+func TestKBucket(t *testing.T) {
+	prev := -1
+	for k := int64(1); k < 1<<20; k += 1 + k/16 {
+		b := kBucket(k)
+		if b < prev || b >= numKBuckets {
+			t.Fatalf("kBucket(%d) = %d after %d: not monotonic or out of range", k, b, prev)
+		}
+		prev = b
+	}
+	for _, k := range []int64{0, -5, 1 << 40} {
+		if b := kBucket(k); b < 0 || b >= numKBuckets {
+			t.Errorf("kBucket(%d) = %d: out of range", k, b)
+		}
+	}
+	if kBucket(7) == kBucket(8) || kBucket(300) == kBucket(360) {
+		t.Errorf("buckets too coarse: 7/8 or 300/360 share one")
+	}
 }
 
-func TestConcurrencyWindow(t *testing.T) {
-	l := &stubLimiter{limit: 10}
-	c := NewConcurrency(l, WithConcurrencySmoothing(0))
-	for range 8 {
-		c.Acquire()
+// requests fills an evidence with n requests per concurrency in ks, each
+// taking latency(k).
+func requests(ks []int64, n int64, latency func(k int64) time.Duration) *evidence {
+	var ev evidence
+	var w window
+	w.dt = time.Second
+	for _, k := range ks {
+		b := kBucket(k)
+		w.n[b] += n
+		w.k[b] += n * k
+		w.ns[b] += n * int64(latency(k))
 	}
+	ev.add(&w)
+	return &ev
+}
+
+func TestElasticity(t *testing.T) {
+	flat := func(int64) time.Duration { return 50 * time.Millisecond }
+	queue := func(k int64) time.Duration { return time.Duration(k) * 10 * time.Millisecond }
+	tests := []struct {
+		name    string
+		ev      *evidence
+		lo, hi  float64 // want e in [lo, hi]; NaN bounds mean want NaN
+		wantNaN bool
+	}{
+		{"latency independent of concurrency", requests([]int64{2, 4, 6, 9, 12}, 20, flat), -0.05, 0.05, false},
+		{"latency in proportion", requests([]int64{9, 12, 16, 20, 30}, 20, queue), 0.95, 1.05, false},
+		{"every request alone", requests([]int64{1}, 50, queue), 0, 0, false},
+		{"no spread in concurrency", requests([]int64{300}, 80, queue), 0, 0, true},
+		{"too few on one side", requests([]int64{3}, 60, flat), 0, 0, true},
+	}
+	for _, tt := range tests {
+		e := tt.ev.elasticity()
+		if tt.wantNaN != math.IsNaN(e) || !tt.wantNaN && (e < tt.lo || e > tt.hi) {
+			t.Errorf("%s: elasticity = %v; want %v", tt.name, e, map[bool]string{true: "NaN", false: fmt.Sprintf("[%v, %v]", tt.lo, tt.hi)}[tt.wantNaN])
+		}
+	}
+}
+
+// learner drives a concState with synthetic evidence: every 50 ms period
+// ends perPeriod requests spread over ks, each taking latency(k).
+type learner struct {
+	st  concState
+	cfg concConfig
+}
+
+func newLearner() *learner {
+	c := NewConcurrency()
+	return &learner{st: c.st, cfg: c.cfg}
+}
+
+func (l *learner) run(d time.Duration, ks []int64, perPeriod int64, latency func(k int64) time.Duration, cpu float64, frozen bool) {
+	for t := time.Duration(0); t < d; t += 50 * time.Millisecond {
+		w := window{dt: 50 * time.Millisecond, cpu: cpu, frozen: frozen, starts: perPeriod * int64(len(ks))}
+		for _, k := range ks {
+			b := kBucket(k)
+			w.n[b] += perPeriod
+			w.k[b] += perPeriod * k
+			w.ns[b] += perPeriod * int64(latency(k))
+			w.inflight += float64(k) / float64(len(ks))
+		}
+		l.st.step(&w, l.cfg)
+	}
+}
+
+func (l *learner) service() time.Duration { return seconds(l.st.service) }
+
+func TestServiceTimeLearning(t *testing.T) {
+	ks := []int64{2, 3, 4, 5, 6, 8, 10}
+	const ms = time.Millisecond
+	at := func(d time.Duration) func(int64) time.Duration { return func(int64) time.Duration { return d } }
+	queue := func(k int64) time.Duration { return time.Duration(k) * 10 * ms } // waits for each other
+	tests := []struct {
+		name   string
+		then   func(l *learner)
+		lo, hi time.Duration // B afterwards
+	}{
+		{"learned from the first evidence", func(*learner) {}, 5 * ms, 5 * ms},
+		{"falls towards faster readings within two seconds", func(l *learner) {
+			l.st.service = 0.05
+			l.run(2*time.Second, ks, 10, at(5*ms), 0, false)
+		}, 5 * ms, 12 * ms},
+		{"rises most of the way within a second when latency does not depend on concurrency", func(l *learner) {
+			l.run(time.Second, ks, 10, at(50*ms), 0, false)
+		}, 40 * ms, 50 * ms},
+		{"does not rise while requests wait for each other", func(l *learner) {
+			l.run(5*time.Second, ks, 10, queue, 0, false)
+		}, 5 * ms, 5 * ms},
+		{"does not rise while the process is overloaded", func(l *learner) {
+			l.run(5*time.Second, ks, 10, at(50*ms), 0, true)
+		}, 5 * ms, 5 * ms},
+		{"rises from requests that had the handler (nearly) alone", func(l *learner) {
+			l.run(time.Second, []int64{1, 2, 20, 40}, 10, func(k int64) time.Duration { return 50*ms + time.Duration(k)*10*ms }, 0, false)
+		}, 40 * ms, 65 * ms},
+		{"drifts slowly towards a slightly slower normal", func(l *learner) {
+			l.run(time.Second, ks, 10, at(6*ms), 0, false)
+		}, 5 * ms, 5200 * time.Microsecond},
+	}
+	for _, tt := range tests {
+		l := newLearner()
+		l.run(300*time.Millisecond, ks, 10, at(5*ms), 0, false)
+		tt.then(l)
+		if got := l.service(); got < tt.lo || got > tt.hi {
+			t.Errorf("%s: service time %v; want [%v, %v]", tt.name, got, tt.lo, tt.hi)
+		}
+	}
+}
+
+func TestLatencyTarget(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name            string
+		service, budget time.Duration
+		ratio           float64
+		want            time.Duration
+	}{
+		{"ratio × service time", 20 * ms, 0, 2, 40 * ms},
+		{"floor", 100 * time.Microsecond, 0, 2, ms},
+		{"ceiling", 6 * time.Second, 0, 2, 10 * time.Second},
+		{"ceiling never below 1.5 × service time", 8 * time.Second, 0, 2, 12 * time.Second},
+		{"half the callers' budget", 20 * ms, 60 * ms, 2, 30 * ms},
+		{"never below 1.5 × service time", 20 * ms, 20 * ms, 2, 30 * ms},
+		{"another ratio", 20 * ms, 0, 3, 60 * ms},
+	}
+	for _, tt := range tests {
+		c := NewConcurrency(WithLatencyRatio(tt.ratio))
+		st := concState{service: tt.service.Seconds(), budget: tt.budget.Seconds()}
+		if got := seconds(st.latencyTarget(c.cfg)); (got - tt.want).Abs() > time.Microsecond {
+			t.Errorf("%s: target %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestBudgetLearning(t *testing.T) {
+	var st concState
+	w := window{dt: 50 * time.Millisecond}
+	w.budgets[budgetBucket(100*time.Millisecond)] = 5
+	w.budgets[budgetBucket(time.Second)] = 9
+	w.budgets[budgetBucket(30*time.Second)] = 3
 	for range 4 {
-		c.Release(30 * time.Millisecond)
+		st.learnBudget(&w)
 	}
-	c.Release(10 * time.Millisecond)
-	c.Release(0) // no latency sample
-	c.SampleAt(t0)
-	r := c.Reading()
-	if len(l.updates) != 1 || l.updates[0].rtt != 26*time.Millisecond || l.updates[0].inflight != 8 {
-		t.Errorf("limiter updates = %+v; want one with mean RTT 26ms and peak 8", l.updates)
+	if got := seconds(st.budget); got < 700*time.Millisecond || got > 1500*time.Millisecond {
+		t.Errorf("median budget %v; want about 1s (the middle bucket)", got)
 	}
-	if c.Value() != 0.8 || r.Peak != 8 || r.Samples != 5 || c.InFlight() != 2 {
-		t.Errorf("Value = %v, reading %+v, in flight %d; want 0.8, peak 8, 5 samples, 2 in flight", c.Value(), r, c.InFlight())
+	learned := st.budget
+	w.frozen = true
+	w.budgets = [numBudgetBuckets]int64{}
+	w.budgets[budgetBucket(5*time.Millisecond)] = 100
+	for range 20 {
+		st.learnBudget(&w)
 	}
-	// Next window: nothing ended; the peak restarts from the 2 still in
-	// flight and the limiter is not updated without an RTT.
-	c.SampleAt(t0.Add(100 * time.Millisecond))
-	if len(l.updates) != 1 || c.Value() != 0.2 {
-		t.Errorf("quiet window: %d updates, Value %v; want 1 and 0.2", len(l.updates), c.Value())
+	if st.budget != learned {
+		t.Errorf("budget moved to %v while frozen; want it kept at %v", seconds(st.budget), seconds(learned))
+	}
+	quiet := window{dt: time.Second}
+	for range 61 {
+		st.learnBudget(&quiet)
+	}
+	if st.budget != 0 {
+		t.Errorf("budget %v after a minute without any; want it forgotten", seconds(st.budget))
 	}
 }
 
-// plant is a server on virtual time: perMs arrivals every millisecond,
-// each in flight for rtt (waiting on a dependency, no CPU).
-type plant struct {
-	c    *Concurrency
-	now  time.Time
-	live []time.Time // end times
+// slowDep is a dependency that answers in 5 ms, and in 50 ms from from to
+// to.
+func slowDep(from, to time.Duration) func(time.Duration) time.Duration {
+	return func(t time.Duration) time.Duration {
+		if t >= from && t < to {
+			return 50 * time.Millisecond
+		}
+		return 5 * time.Millisecond
+	}
 }
 
-// window runs one 100 ms window and samples the signal.
-func (p *plant) window(perMs int, rtt time.Duration) {
-	for range 100 {
-		p.now = p.now.Add(time.Millisecond)
-		kept := p.live[:0]
-		for _, end := range p.live {
-			if !end.After(p.now) {
-				p.c.Release(rtt)
-			} else {
-				kept = append(kept, end)
+// TestSlowDependency is issue 16's dependency shape on virtual time: 200 µs
+// of CPU, a pool of 8 connections to a dependency that slows from 5 ms to
+// 50 ms for 20 s and recovers, at a constant 0.7 of what the pool serves
+// at 5 ms. The signal must let a controller (a generic one, not admit's)
+// hold the slow phase at ≥ 0.9 of the pool's 160/s without late work, and
+// give the load back within two seconds of the recovery.
+func TestSlowDependency(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		s := newServer(seed)
+		s.pool, s.cpu = 8, 200*time.Microsecond
+		s.dep = slowDep(5*time.Second, 25*time.Second)
+		offered := 0.7 * 1600
+		s.rate = func(time.Duration) float64 { return offered }
+		s.run(30 * time.Second)
+		late := 0
+		for _, b := range s.stats {
+			late += b.late
+		}
+		fast, slow, after := s.goodput(1, 5), s.goodput(7, 25), s.goodput(27, 30)
+		t.Logf("seed %d: goodput %.0f/s before, %.0f/s slow (p99 %v), %.0f/s from 2 s after the recovery; %d late",
+			seed, fast, slow, s.p99(7, 25), after, late)
+		if fast < 0.98*offered || s.tripped(time.Second, 5*time.Second) > 0 {
+			t.Errorf("seed %d: %.0f/s served before the slowdown (%.3f of periods tripped); want all of %.0f and none", seed, fast, s.tripped(time.Second, 5*time.Second), offered)
+		}
+		if slow < 0.9*160 {
+			t.Errorf("seed %d: %.0f/s served while the dependency is slow; want ≥ 0.9 of the pool's 160/s", seed, slow)
+		}
+		if p := s.p99(7, 25); p > 500*time.Millisecond {
+			t.Errorf("seed %d: p99 %v in the slow phase; want ≤ 500ms (half the deadline)", seed, p)
+		}
+		if late > 200 {
+			t.Errorf("seed %d: %d handler runs after their deadline; want ≤ 200 (≤ 5%% of the slow phase)", seed, late)
+		}
+		if after < 0.95*offered {
+			t.Errorf("seed %d: %.0f/s served from 2 s after the recovery; want ≥ 0.95 of %.0f", seed, after, offered)
+		}
+	}
+}
+
+// TestDependencyStops: requests pile up behind a dependency that stops
+// answering; no request ends, yet the signal must read overloaded within a
+// few periods.
+func TestDependencyStops(t *testing.T) {
+	s := newServer(4)
+	s.pool, s.cpu = 8, 200*time.Microsecond
+	s.dep = func(t time.Duration) time.Duration {
+		if t >= 3*time.Second {
+			return time.Hour
+		}
+		return 5 * time.Millisecond
+	}
+	s.rate = func(time.Duration) float64 { return 500 }
+	s.run(3500 * time.Millisecond)
+	for _, x := range s.trace {
+		if x.value > 1 {
+			if x.t > 3300*time.Millisecond {
+				t.Errorf("first read overloaded at %v; want within 300ms of the dependency stopping at 3s", x.t)
+			}
+			if x.t < 3*time.Second {
+				t.Errorf("read overloaded at %v, before the dependency stopped", x.t)
+			}
+			return
+		}
+	}
+	t.Errorf("never read overloaded while the dependency did not answer")
+}
+
+// TestTrafficSteps: the load on a healthy pool-bound handler doubles at
+// once, and doubles again; nothing waits, so nothing must trip.
+func TestTrafficSteps(t *testing.T) {
+	for _, dep := range []time.Duration{5 * time.Millisecond, 100 * time.Millisecond} {
+		s := newServer(5)
+		s.pool, s.cpu = 1000, 200*time.Microsecond
+		s.dep = func(time.Duration) time.Duration { return dep }
+		s.cpuOff = true
+		s.rate = func(t time.Duration) float64 {
+			switch {
+			case t < 3*time.Second:
+				return 200
+			case t < 6*time.Second:
+				return 400
+			}
+			return 800
+		}
+		s.run(9 * time.Second)
+		if f := s.tripped(time.Second, 9*time.Second); f > 0 {
+			t.Errorf("dependency %v: tripped in %.3f of the periods across two traffic steps; want none", dep, f)
+		}
+	}
+}
+
+// TestNoTripCPUBound: CPU-bound handlers sharing the cores (the run queue
+// of admit bounds how many run at once, as leveehttp does; without it at
+// loads that fit) wait for the CPU inside the handler; that is the CPU
+// signal's to see. The concurrency signal must not trip.
+func TestNoTripCPUBound(t *testing.T) {
+	for _, cores := range []float64{1, 4} {
+		for _, work := range []time.Duration{time.Millisecond, 20 * time.Millisecond} {
+			for _, tc := range []struct {
+				bound int
+				load  float64
+			}{{4, 0.5}, {4, 0.9}, {4, 2}, {1 << 30, 0.5}, {1 << 30, 0.8}} {
+				s := newServer(6)
+				s.cores, s.work, s.runBound = cores, work, tc.bound
+				capacity := cores / work.Seconds()
+				s.rate = func(time.Duration) float64 { return tc.load * capacity }
+				s.run(10 * time.Second)
+				if f := s.tripped(time.Second, 10*time.Second); f > 0.01 {
+					t.Errorf("%v cores, %v of CPU, run bound %d, load %.1f: tripped in %.3f of the periods; want ≤ 0.01",
+						cores, work, tc.bound, tc.load, f)
+				}
 			}
 		}
-		p.live = kept
-		for range perMs {
-			p.c.Acquire()
-			p.live = append(p.live, p.now.Add(rtt))
-		}
-	}
-	p.c.SampleAt(p.now)
-}
-
-// TestConcurrencyCatchesSlowDependency: requests arrive at 1000/s and spend
-// 10 ms waiting on a dependency (≈10 in flight, nearly no CPU). The
-// dependency slows to 50 ms: in flight rises to ≈50 and the gradient limit
-// falls, so the signal crosses its target within a second although CPU
-// would stay low.
-func TestConcurrencyCatchesSlowDependency(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		l    limit.Limiter
-	}{{"gradient", limit.NewGradient()}, {"aimd", limit.NewAIMD()}} {
-		p := &plant{c: NewConcurrency(tt.l, WithConcurrencySmoothing(0)), now: t0}
-		for range 300 {
-			p.window(1, 10*time.Millisecond)
-		}
-		if v := p.c.Value(); v > 0.8 {
-			t.Fatalf("%s healthy: Value = %v (limit %d); want ≤ 0.8", tt.name, v, p.c.Limit())
-		}
-		healthy := p.c.Limit()
-		crossed := -1
-		for i := range 10 {
-			p.window(1, 50*time.Millisecond)
-			if crossed < 0 && p.c.Value() > p.c.Target() {
-				crossed = i + 1
-			}
-		}
-		if crossed < 0 {
-			t.Errorf("%s: dependency 10→50 ms: Value = %v (limit %d, was %d) never above 1 in 1 s", tt.name, p.c.Value(), p.c.Limit(), healthy)
-		}
-		t.Logf("%s: healthy limit %d; crossed the target after %d windows; limit now %d, value %.2f", tt.name, healthy, crossed, p.c.Limit(), p.c.Value())
 	}
 }
 
-// TestConcurrencyHealthyStep: three times the traffic at the same 10 ms
-// RTT is not overload: the signal never crosses its target.
-func TestConcurrencyHealthyStep(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		l    limit.Limiter
-	}{{"gradient", limit.NewGradient()}, {"aimd", limit.NewAIMD()}} {
-		p := &plant{c: NewConcurrency(tt.l), now: t0}
-		for range 300 {
-			p.window(1, 10*time.Millisecond)
+func TestConcurrencyOptions(t *testing.T) {
+	tests := []struct {
+		opt  ConcurrencyOption
+		want string
+	}{
+		{WithConcurrencyPeriod(time.Millisecond), "WithConcurrencyPeriod(1ms): must be in [10ms, 1m] (0 means the default, 50ms)"},
+		{WithConcurrencySmoothing(-1), "WithConcurrencySmoothing(-1ns): must be in [0, 1m] (0 means none)"},
+		{WithLatencyRatio(1.1), "WithLatencyRatio(1.1): must be in [1.2, 100] (0 means the default, 2)"},
+		{WithLatencyRatio(math.NaN()), "WithLatencyRatio(NaN): must be in [1.2, 100] (0 means the default, 2)"},
+		{WithLatencyBounds(-time.Millisecond, 0), "WithLatencyBounds(-1ms, 0s): want 0 < floor ≤ ceiling ≤ 1h (0 means the default, 1ms and 10s)"},
+		{WithLatencyBounds(time.Second, time.Millisecond), "WithLatencyBounds(1s, 1ms): want 0 < floor ≤ ceiling ≤ 1h (0 means the default, 1ms and 10s)"},
+		{WithMinQueue(-1), "WithMinQueue(-1): must be in [1, 1e6] (0 means the default, 4)"},
+	}
+	for _, tt := range tests {
+		if got, want := panicMessage(func() { NewConcurrency(tt.opt) }), "pressure: "+tt.want; got != want {
+			t.Errorf("NewConcurrency panicked with %q; want %q", got, want)
 		}
-		for i := range 50 {
-			p.window(3, 10*time.Millisecond)
-			if v := p.c.Value(); v > p.c.Target() {
-				t.Errorf("%s: window %d after a healthy 3× step: Value = %.2f (limit %d); want ≤ 1", tt.name, i, v, p.c.Limit())
-				break
-			}
-		}
 	}
-}
-
-func TestConcurrencyParallel(t *testing.T) {
-	c := NewConcurrency(nil)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for range 1000 {
-				c.Acquire()
-				c.Release(time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
-	c.SampleAt(t0)
-	if c.InFlight() != 0 || c.Reading().Samples != 8000 || math.IsNaN(c.Value()) {
-		t.Errorf("after balanced Acquire/Release: in flight %d, samples %d, value %v", c.InFlight(), c.Reading().Samples, c.Value())
-	}
-	if c.Name() != "concurrency" || c.Target() != 1 {
-		t.Errorf("Name %q Target %v", c.Name(), c.Target())
-	}
-	if got := panicMessage(func() { NewConcurrency(nil, WithConcurrencyPeriod(time.Millisecond)) }); !strings.HasPrefix(got, "pressure: WithConcurrencyPeriod(1ms)") {
-		t.Errorf("bad period panicked with %q", got)
-	}
-}
-
-func TestConcurrencyAllocs(t *testing.T) {
-	c := NewConcurrency(nil)
-	if n := testing.AllocsPerRun(1000, func() { c.Acquire(); c.Release(time.Millisecond) }); n != 0 {
-		t.Errorf("Acquire+Release allocate %v times; want 0", n)
+	c := NewConcurrency(WithConcurrencyPeriod(0), WithLatencyRatio(0), WithLatencyBounds(0, time.Minute), WithMinQueue(0),
+		WithConcurrencyCPU(nil), WithConcurrencyFreeze(nil))
+	if c.Period() != 50*time.Millisecond || c.cfg.ratio != 2 || c.cfg.floorT != time.Millisecond || c.cfg.ceilT != time.Minute ||
+		c.cfg.minQueue != 4 || c.cfg.cpu == nil || c.cfg.freeze == nil {
+		t.Errorf("zero and nil options: %+v; want the defaults (and the 1m ceiling given)", c.cfg)
 	}
 }

@@ -17,7 +17,8 @@ import (
 
 // CPU is the CPU time used by this process as a fraction of the cores it may
 // use: 1.0 means every core it is allowed is busy with its work. It
-// implements levee.Signal with Name "cpu" and a default Target of 0.8.
+// implements levee.Signal with Name "cpu" and a default Target of 0.95
+// (see defaultCPUTarget).
 //
 // Each sample computes, over the time since the previous sample,
 //
@@ -37,7 +38,7 @@ type CPU struct {
 	cfg    cpuConfig
 	cg     *cgroup.CPU
 	cgErr  error
-	target float64
+	target atomicFloat
 	value  atomicFloat
 
 	mu        sync.Mutex
@@ -73,20 +74,16 @@ type cpuConfig struct {
 type CPUOption func(*cpuConfig, *checker)
 
 // WithCPUTarget sets the utilisation the admission controller steers to.
-// Default 0.8; unit: fraction of the allowed cores; range (0, 2]; 0 means
-// the default.
+// Default 0.95 (see defaultCPUTarget); unit: fraction of the allowed cores;
+// range (0, 2]; 0 means the default.
 func WithCPUTarget(f float64) CPUOption {
 	return func(c *cpuConfig, ch *checker) {
-		if f == 0 {
-			return
-		}
-		ch.check(f > 0 && f <= 2, "WithCPUTarget", "must be in (0, 2] (0 means the default, 0.8)", f)
-		c.target = f
+		set(ch, &c.target, f, f > 0 && f <= 2, "WithCPUTarget", "must be in (0, 2] (0 means the default, 0.95)")
 	}
 }
 
-// WithCPUPeriod sets how often Run samples. Default 100ms; range [10ms, 1m];
-// 0 means the default.
+// WithCPUPeriod sets how often Run samples. Default 50ms (see setPeriod);
+// range [10ms, 1m]; 0 means the default.
 // Shorter periods react faster and are noisier (the kernel accounts CPU time
 // precisely, so 10 ms is usable but jumpy).
 func WithCPUPeriod(d time.Duration) CPUOption {
@@ -94,8 +91,8 @@ func WithCPUPeriod(d time.Duration) CPUOption {
 }
 
 // WithCPUSmoothing sets the EWMA time constant applied to the raw
-// utilisation: a step change is 63% reflected after d. Default 200ms (two
-// samples at the default period); 0 disables smoothing; range [0, 1m].
+// utilisation: a step change is 63% reflected after d. Default 50ms (see
+// setPeriod); 0 disables smoothing; range [0, 1m].
 func WithCPUSmoothing(d time.Duration) CPUOption {
 	return func(c *cpuConfig, ch *checker) { ch.smoothing("WithCPUSmoothing", d, &c.tau) }
 }
@@ -157,11 +154,11 @@ func WithRunQueueWait(on bool) CPUOption {
 // documented range.
 func NewCPU(opts ...CPUOption) (*CPU, error) {
 	cfg := cpuConfig{
-		target:  0.8,
-		period:  100 * time.Millisecond,
-		tau:     200 * time.Millisecond,
+		target:  defaultCPUTarget,
+		period:  setPeriod,
+		tau:     setPeriod,
 		fsys:    os.DirFS("/"),
-		usage:   processCPU,
+		usage:   ProcessCPU,
 		procs:   func() int { return min(runtime.GOMAXPROCS(0), runtime.NumCPU()) },
 		refresh: time.Second,
 	}
@@ -179,7 +176,8 @@ func NewCPU(opts ...CPUOption) (*CPU, error) {
 		}
 		cfg.wait = newRunQueueWait(fsys).read
 	}
-	c := &CPU{cfg: cfg, target: cfg.target, avg: smooth.EWMA{Tau: cfg.tau}}
+	c := &CPU{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	c.target.store(cfg.target)
 	c.value.store(math.NaN())
 	if cfg.fsys != nil {
 		c.cg, c.cgErr = cgroup.FindCPU(cfg.fsys)
@@ -209,8 +207,8 @@ func (c *CPU) Name() string { return "cpu" }
 // add work), or NaN before the second sample.
 func (c *CPU) Value() float64 { return c.value.load() }
 
-// Target returns the utilisation the controller steers to (default 0.8).
-func (c *CPU) Target() float64 { return c.target }
+// Target returns the utilisation the controller steers to (default 0.95).
+func (c *CPU) Target() float64 { return c.target.load() }
 
 // Saturation returns 1, the reading at which every allowed core is busy.
 // It marks CPU as a utilisation rather than a delay: a busy server reads

@@ -264,11 +264,11 @@ func TestCPUBadOptions(t *testing.T) {
 		opt  CPUOption
 		want string
 	}{
-		{WithCPUTarget(-1), "WithCPUTarget(-1): must be in (0, 2] (0 means the default, 0.8)"},
-		{WithCPUTarget(math.NaN()), "WithCPUTarget(NaN): must be in (0, 2] (0 means the default, 0.8)"},
-		{WithCPUTarget(3), "WithCPUTarget(3): must be in (0, 2] (0 means the default, 0.8)"},
-		{WithCPUPeriod(time.Millisecond), "WithCPUPeriod(1ms): must be in [10ms, 1m] (0 means the default, 100ms)"},
-		{WithCPUPeriod(time.Hour), "WithCPUPeriod(1h0m0s): must be in [10ms, 1m] (0 means the default, 100ms)"},
+		{WithCPUTarget(-1), "WithCPUTarget(-1): must be in (0, 2] (0 means the default, 0.95)"},
+		{WithCPUTarget(math.NaN()), "WithCPUTarget(NaN): must be in (0, 2] (0 means the default, 0.95)"},
+		{WithCPUTarget(3), "WithCPUTarget(3): must be in (0, 2] (0 means the default, 0.95)"},
+		{WithCPUPeriod(time.Millisecond), "WithCPUPeriod(1ms): must be in [10ms, 1m] (0 means the default, 50ms)"},
+		{WithCPUPeriod(time.Hour), "WithCPUPeriod(1h0m0s): must be in [10ms, 1m] (0 means the default, 50ms)"},
 		{WithCPUSmoothing(-time.Second), "WithCPUSmoothing(-1s): must be in [0, 1m] (0 means none)"},
 	}
 	for _, tt := range tests {
@@ -277,13 +277,13 @@ func TestCPUBadOptions(t *testing.T) {
 			t.Errorf("NewCPU = %v, %v; want the error %q", c, err, want)
 		}
 	}
-	c, err := NewCPU(WithCPUTarget(0.9), WithCPUPeriod(50*time.Millisecond))
-	if err != nil || c.Target() != 0.9 || c.Period() != 50*time.Millisecond || c.Name() != "cpu" {
+	c, err := NewCPU(WithCPUTarget(0.9), WithCPUPeriod(70*time.Millisecond))
+	if err != nil || c.Target() != 0.9 || c.Period() != 70*time.Millisecond || c.Name() != "cpu" {
 		t.Errorf("NewCPU(valid) = %v, %v", c, err)
 	}
 	// Zero and nil mean the defaults.
 	c, err = NewCPU(WithCPUTarget(0), WithCPUPeriod(0), WithProcessCPU(nil), WithMaxProcs(nil))
-	if err != nil || c.Target() != 0.8 || c.Period() != 100*time.Millisecond || c.cfg.usage == nil || c.cfg.procs == nil {
+	if err != nil || c.Target() != 0.95 || c.Period() != 50*time.Millisecond || c.cfg.usage == nil || c.cfg.procs == nil {
 		t.Errorf("NewCPU(zero options) = %v, %v; want the defaults", c, err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 func TestQueueDelayIntervalMinimum(t *testing.T) {
-	q := NewQueueDelay()
+	q := NewQueueDelay(WithQueueTarget(5 * time.Millisecond))
 	if !math.IsNaN(q.Value()) {
 		t.Fatalf("before the first interval: Value = %v; want NaN", q.Value())
 	}

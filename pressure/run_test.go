@@ -2,8 +2,10 @@ package pressure
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime/metrics"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,18 +31,23 @@ func TestRunStops(t *testing.T) {
 		h := newFakeHist()
 		sched := NewSchedLatency(WithSchedSource(func() *metrics.Float64Histogram { h.add(2, 10); return h.read() }))
 		queue := NewQueueDelay()
-		conc := NewConcurrency(nil)
+		conc := NewConcurrency()
 		set := &Set{CPU: cpu, Sched: sched, Queue: queue}
 
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan string, 2)
 		go func() { set.Run(ctx); done <- "set" }()
 		go func() { conc.Run(ctx); done <- "concurrency" }()
+		var sts [10]Start
 		for range 10 {
 			queue.Observe(7 * time.Millisecond)
-			conc.Acquire()
+			for i := range sts {
+				sts[i] = conc.StartAt(time.Now(), 0)
+			}
 			time.Sleep(100 * time.Millisecond)
-			conc.Release(time.Millisecond)
+			for _, st := range sts {
+				conc.DoneAt(st, time.Now(), 0)
+			}
 		}
 		synctest.Wait()
 		for _, s := range append(set.Signals(), levee.Signal(conc)) {
@@ -64,7 +71,7 @@ func TestRunStops(t *testing.T) {
 func TestRunCancelledBeforeStart(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c := NewConcurrency(nil)
+	c := NewConcurrency()
 	q := NewQueueDelay()
 	c.Run(ctx)
 	q.Run(ctx)
@@ -85,8 +92,36 @@ func TestDefault(t *testing.T) {
 			t.Errorf("%s: Target %v; want > 0", sig.Name(), sig.Target())
 		}
 	}
-	if got := len(names); got != 3 || names[0] != "cpu" || names[1] != "sched_latency" || names[2] != "queue_delay" {
-		t.Errorf("Default signals = %v; want cpu, sched_latency, queue_delay", names)
+	want := "[cpu sched_latency queue_delay concurrency memory gc_cpu open_files]"
+	if got := fmt.Sprint(names); got != want {
+		t.Errorf("Default signals = %v; want %v", got, want)
+	}
+	s, err = Default(WithGoroutineLimit(1000))
+	if err != nil || s.Goroutines == nil || s.Goroutines.Reading().Limit != 0 {
+		t.Errorf("Default(WithGoroutineLimit(1000)): %v, goroutines %v", err, s.Goroutines)
+	}
+	if _, err := Default(WithGoroutineLimit(-1)); err == nil || !strings.HasPrefix(err.Error(), "pressure: WithGoroutineLimit(-1)") {
+		t.Errorf("Default(WithGoroutineLimit(-1)) error = %v; want one naming the option", err)
+	}
+	s, err = Default(WithoutSignals("memory", "gc_cpu", "open_files"), WithCPUOptions(WithCPUTarget(0.9)),
+		WithQueueOptions(WithQueueTarget(7*time.Millisecond)), WithConcurrencyOptions(WithLatencyRatio(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = names[:0]
+	for _, sig := range s.Signals() {
+		names = append(names, sig.Name())
+	}
+	if got := fmt.Sprint(names); got != "[cpu sched_latency queue_delay concurrency]" || s.CPU.Target() != 0.9 ||
+		s.Queue.Target() != 0.007 || s.Concurrency.cfg.ratio != 3 || s.Concurrency.cfg.cpu == nil {
+		t.Errorf("Default with options: %v, cpu %v, queue %v, ratio %v; want the options applied over the wiring",
+			got, s.CPU.Target(), s.Queue.Target(), s.Concurrency.cfg.ratio)
+	}
+	if _, err := Default(WithoutSignals("cpu_typo")); err == nil || !strings.Contains(err.Error(), "WithoutSignals") {
+		t.Errorf("Default(WithoutSignals(\"cpu_typo\")) error = %v; want one naming the option", err)
+	}
+	if s, err := Default(WithGoroutineLimit(0)); err != nil || s.Goroutines != nil {
+		t.Errorf("Default(WithGoroutineLimit(0)) = %v, %v; want the default, no goroutines signal", s, err)
 	}
 	if got := len((&Set{Queue: NewQueueDelay()}).Signals()); got != 1 {
 		t.Errorf("partial Set: %d signals; want 1", got)
@@ -98,11 +133,11 @@ func TestDefault(t *testing.T) {
 // first, is skipped by every signal instead of measuring microseconds.
 func TestSampleTooSoonSkipped(t *testing.T) {
 	f := &fakeCPU{busy: 1}
-	cpu := newTestCPU(t, nil, 1, f)
+	cpu := newTestCPU(t, nil, 1, f, WithCPUPeriod(100*time.Millisecond))
 	h := newFakeHist()
-	sched := NewSchedLatency(WithSchedSource(h.read))
+	sched := NewSchedLatency(WithSchedSource(h.read), WithSchedPeriod(100*time.Millisecond))
 	queue := NewQueueDelay()
-	conc := NewConcurrency(nil)
+	conc := NewConcurrency(WithConcurrencyPeriod(100 * time.Millisecond))
 	times := []time.Duration{0, 100 * time.Millisecond, 140 * time.Millisecond, 149 * time.Millisecond}
 	for _, d := range times {
 		f.used = d // one busy core

@@ -7,6 +7,7 @@ import (
 	"time"
 )
 
-func processCPU() (time.Duration, error) {
+// ProcessCPU returns an error on this platform: it has no getrusage.
+func ProcessCPU() (time.Duration, error) {
 	return 0, errors.New("pressure: process CPU time is not available on this platform; use WithProcessCPU")
 }

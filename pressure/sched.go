@@ -31,8 +31,9 @@ const schedMetric = "/sched/latencies:seconds"
 //
 // Safe for concurrent use.
 type SchedLatency struct {
-	cfg   schedConfig
-	value atomicFloat
+	cfg    schedConfig
+	target atomicFloat
+	value  atomicFloat
 
 	mu      sync.Mutex
 	prev    []uint64
@@ -73,22 +74,19 @@ func WithSchedTarget(d time.Duration) SchedOption {
 // Default 0.99; range (0, 1]; 0 means the default.
 func WithSchedPercentile(p float64) SchedOption {
 	return func(c *schedConfig, ch *checker) {
-		if p == 0 {
-			return
-		}
-		ch.check(p > 0 && p <= 1, "WithSchedPercentile", "must be in (0, 1] (0 means the default, 0.99)", p)
-		c.p = p
+		set(ch, &c.p, p, p > 0 && p <= 1, "WithSchedPercentile", "must be in (0, 1] (0 means the default, 0.99)")
 	}
 }
 
-// WithSchedPeriod sets how often Run samples. Default 100ms; range
-// [10ms, 1m]; 0 means the default.
+// WithSchedPeriod sets how often Run samples. Default 50ms (see
+// setPeriod); range [10ms, 1m]; 0 means the default.
 func WithSchedPeriod(d time.Duration) SchedOption {
 	return func(c *schedConfig, ch *checker) { ch.period("WithSchedPeriod", d, &c.period) }
 }
 
 // WithSchedSmoothing sets the EWMA time constant applied to the per-period
-// percentile. Default 200ms; 0 disables smoothing; range [0, 1m].
+// percentile. Default 50ms (see setPeriod); 0 disables smoothing; range
+// [0, 1m].
 func WithSchedSmoothing(d time.Duration) SchedOption {
 	return func(c *schedConfig, ch *checker) { ch.smoothing("WithSchedSmoothing", d, &c.tau) }
 }
@@ -105,7 +103,7 @@ func WithSchedSource(read func() *metrics.Float64Histogram) SchedOption {
 // "pressure: ..." message on an out-of-range option, a programming error
 // (as time.NewTicker does for a non-positive period).
 func NewSchedLatency(opts ...SchedOption) *SchedLatency {
-	cfg := schedConfig{target: 0.05, p: 0.99, period: 100 * time.Millisecond, tau: 200 * time.Millisecond}
+	cfg := schedConfig{target: 0.05, p: 0.99, period: setPeriod, tau: setPeriod}
 	var ch checker
 	for _, o := range opts {
 		o(&cfg, &ch)
@@ -115,6 +113,7 @@ func NewSchedLatency(opts ...SchedOption) *SchedLatency {
 		cfg.read = runtimeSchedLatencies()
 	}
 	s := &SchedLatency{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
+	s.target.store(cfg.target)
 	s.value.store(math.NaN())
 	s.reading = SchedReading{Value: math.NaN(), Raw: math.NaN()}
 	return s
@@ -139,7 +138,7 @@ func (s *SchedLatency) Name() string { return "sched_latency" }
 func (s *SchedLatency) Value() float64 { return s.value.load() }
 
 // Target returns the target latency in seconds (default 0.05).
-func (s *SchedLatency) Target() float64 { return s.cfg.target }
+func (s *SchedLatency) Target() float64 { return s.target.load() }
 
 // Period returns the sampling period of Run.
 func (s *SchedLatency) Period() time.Duration { return s.cfg.period }

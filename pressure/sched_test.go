@@ -99,7 +99,7 @@ func TestSchedRealRuntime(t *testing.T) {
 	if v := s.Value(); math.IsNaN(v) || v < 0 || v > 10 {
 		t.Errorf("Value = %v; want a plausible latency in seconds", v)
 	}
-	if s.Name() != "sched_latency" || s.Target() != 0.05 || s.Period() != 100*time.Millisecond {
+	if s.Name() != "sched_latency" || s.Target() != 0.05 || s.Period() != 50*time.Millisecond {
 		t.Errorf("defaults: %s %v %v", s.Name(), s.Target(), s.Period())
 	}
 }
@@ -114,7 +114,7 @@ func TestSchedBadOptions(t *testing.T) {
 		{WithSchedPercentile(-0.5), "WithSchedPercentile(-0.5): must be in (0, 1] (0 means the default, 0.99)"},
 		{WithSchedPercentile(1.5), "WithSchedPercentile(1.5): must be in (0, 1] (0 means the default, 0.99)"},
 		{WithSchedPercentile(math.NaN()), "WithSchedPercentile(NaN): must be in (0, 1] (0 means the default, 0.99)"},
-		{WithSchedPeriod(time.Millisecond), "WithSchedPeriod(1ms): must be in [10ms, 1m] (0 means the default, 100ms)"},
+		{WithSchedPeriod(time.Millisecond), "WithSchedPeriod(1ms): must be in [10ms, 1m] (0 means the default, 50ms)"},
 		{WithSchedSmoothing(-1), "WithSchedSmoothing(-1ns): must be in [0, 1m] (0 means none)"},
 	}
 	for _, tt := range tests {
@@ -124,7 +124,7 @@ func TestSchedBadOptions(t *testing.T) {
 		}
 	}
 	s := NewSchedLatency(WithSchedTarget(0), WithSchedPercentile(0), WithSchedPeriod(0), WithSchedSource(nil))
-	if s.Target() != 0.05 || s.cfg.p != 0.99 || s.Period() != 100*time.Millisecond || s.cfg.read == nil {
+	if s.Target() != 0.05 || s.cfg.p != 0.99 || s.Period() != 50*time.Millisecond || s.cfg.read == nil {
 		t.Errorf("zero options: target %v percentile %v period %v reader %v; want the defaults", s.Target(), s.cfg.p, s.Period(), s.cfg.read != nil)
 	}
 }

@@ -44,10 +44,11 @@ func ticks(ctx context.Context, period time.Duration, sample func(time.Time)) {
 // as its error, the constructors that cannot otherwise fail panic with it.
 type checker struct{ err error }
 
-// check records the option error unless ok.
-func (c *checker) check(ok bool, name, want string, v any) {
+// check records the option error unless ok; args are the option's
+// arguments.
+func (c *checker) check(ok bool, name, want string, args ...any) {
 	if !ok && c.err == nil {
-		c.err = option.New("pressure", name, want, v)
+		c.err = option.New("pressure", name, want, args...)
 	}
 }
 
@@ -58,13 +59,25 @@ func (c *checker) mustValid() {
 	}
 }
 
+// set applies an option whose zero value means its default: a zero v
+// leaves *dst (the default) as it is; any other v is stored, and is an
+// option error unless ok.
+func set[T comparable](c *checker, dst *T, v T, ok bool, name, want string) {
+	var zero T
+	if v == zero {
+		return
+	}
+	c.check(ok, name, want, v)
+	*dst = v
+}
+
 // period sets *dst to a sampling period d in [10ms, 1m]; 0 keeps the
-// default.
+// default, *dst.
 func (c *checker) period(name string, d time.Duration, dst *time.Duration) {
 	if d == 0 {
 		return
 	}
-	c.check(d >= 10*time.Millisecond && d <= time.Minute, name, "must be in [10ms, 1m] (0 means the default, 100ms)", d)
+	c.check(d >= 10*time.Millisecond && d <= time.Minute, name, "must be in [10ms, 1m] (0 means the default, "+dst.String()+")", d)
 	*dst = d
 }
 

@@ -56,6 +56,16 @@ func (a *Attempts) Deadline() time.Time { return a.deadline }
 // simultaneous pushbacks still spread — ends before the deadline; and the
 // budget grants a token. Otherwise Err says why not.
 func (a *Attempts) Next(now time.Time, err error) (wait time.Duration, retry bool) {
+	return a.NextGated(now, err, nil)
+}
+
+// NextGated is Next with a gate asked after every other check and just
+// before the budget: a retry the gate refuses (it returns an error, such as
+// a local adaptive throttle's) ends the call with that error as Err and
+// spends no budget token. A nil gate is Next. Transports pass their
+// throttle here, so that a retry the throttle would refuse never costs the
+// process's retry budget.
+func (a *Attempts) NextGated(now time.Time, err error, gate func(now time.Time) error) (wait time.Duration, retry bool) {
 	a.made++
 	a.err = err
 	if err == nil {
@@ -83,6 +93,12 @@ func (a *Attempts) Next(now time.Time, err error) (wait time.Duration, retry boo
 	if !now.Add(wait).Before(a.deadline) {
 		a.stop = StopDeadline
 		return 0, false
+	}
+	if gate != nil {
+		if gerr := gate(now); gerr != nil {
+			a.err, a.stop = gerr, StopPermanent
+			return 0, false
+		}
 	}
 	if !a.budget.TryRetryAt(now) {
 		a.stop = StopBudget

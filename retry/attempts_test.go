@@ -225,3 +225,38 @@ func TestDoKeepsCall(t *testing.T) {
 		})
 	})
 }
+
+// TestNextGated: the gate is asked after every other check and before the
+// budget; its refusal ends the call with its error and spends no token.
+func TestNextGated(t *testing.T) {
+	refuse := errors.New("throttled")
+	over := &levee.RejectedError{Reason: levee.Overloaded}
+	tests := []struct {
+		name      string
+		err       error
+		gate      error
+		wantRetry bool
+		wantAsked bool
+		wantErr   error
+	}{
+		{"gate allows", over, nil, true, true, nil},
+		{"gate refuses", over, refuse, false, true, refuse},
+		{"permanent error: gate not asked", errors.New("app"), refuse, false, false, nil},
+	}
+	for _, tt := range tests {
+		b := NewBudget(WithRatio(0, 0), WithFloor(10, time.Minute))
+		var a Attempts
+		a.Init(Policy{Budget: b, Rand: func() uint64 { return 0 }}, t0, t0.Add(time.Minute))
+		asked := false
+		_, retry := a.NextGated(t0, tt.err, func(time.Time) error { asked = true; return tt.gate })
+		if retry != tt.wantRetry || asked != tt.wantAsked {
+			t.Errorf("%s: retry %v, gate asked %v; want %v, %v", tt.name, retry, asked, tt.wantRetry, tt.wantAsked)
+		}
+		if tt.wantErr != nil && a.Err() != tt.wantErr {
+			t.Errorf("%s: Err = %v, want %v", tt.name, a.Err(), tt.wantErr)
+		}
+		if got, want := b.Stats().Retries, map[bool]uint64{true: 1}[tt.wantRetry]; got != want {
+			t.Errorf("%s: budget granted %d retries, want %d", tt.name, got, want)
+		}
+	}
+}

@@ -31,9 +31,10 @@ import (
 // grant may overshoot by the number of goroutines racing on the same check.
 // A Budget is safe for concurrent use. Create one with NewBudget; the zero
 // Budget allows nothing. Times may come slightly out of order from
-// concurrent callers; a clock that jumps backwards finds the floor used up
-// and the ratio window empty until it catches up, so a new virtual-time run
-// needs a new Budget.
+// concurrent callers. A time read from the clock (time.Now) counts on its
+// monotonic reading, immune to steps of the wall clock; a virtual clock
+// that jumps backwards finds the floor used up and the ratio window empty
+// until it catches up, so a new virtual-time run needs a new Budget.
 type Budget struct {
 	unlimited bool
 

@@ -7,14 +7,15 @@ import "sort"
 // dropped meanwhile may be missed) and allocates; it is meant for metrics
 // collection, not for the request path.
 func (g *Group) Range(f func(key string, t *Throttle) bool) {
-	m := *g.m.Load()
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	var all []*groupEntry
+	for i := range g.buckets {
+		for e := g.buckets[i].Load(); e != nil; e = e.next {
+			all = append(all, e)
+		}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !f(k, m[k]) {
+	sort.Slice(all, func(i, j int) bool { return all[i].key < all[j].key })
+	for _, e := range all {
+		if !f(e.key, e.t) {
 			return
 		}
 	}

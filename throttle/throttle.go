@@ -40,6 +40,22 @@ const (
 	// minSent is the number of sent requests the recent horizon must hold
 	// before "the backend accepted them all" is believed.
 	minSent = 10
+	// probeGap is the longest a criticality goes without a request sent
+	// while the throttle refuses nearly all of it (probeP): when nothing
+	// was sent for this long, the next request that would be refused is
+	// sent as a probe. At most 5 probes a second per criticality, and none
+	// while the formula itself sends.
+	probeGap = 200 * time.Millisecond
+	// probeP is the rejection probability from which probes are sent: a
+	// throttle refusing more than 95% (an overload of 40× at K = 2, 22× at
+	// K = 1.1, or an outage) sends too little to see the backend recover.
+	probeP = 0.95
+	// falseClean is how unlikely a run of accepts must be under the
+	// backend's acceptance before the run is taken as its recovery (see
+	// cleanRun).
+	falseClean = 1e-5
+	// minClean and maxClean bound the run of accepts that ends a throttle.
+	minClean, maxClean = 3, 250
 )
 
 type config struct {
@@ -136,6 +152,7 @@ type Throttle struct {
 	seed     uint64
 	tickUs   int64
 	longUs   int64
+	probeUs  int64
 	recovery time.Duration // recent-horizon time constant; 0 = disabled
 
 	// Read on every call, written once per tick: kept apart from the
@@ -153,7 +170,8 @@ type counters struct {
 	req            atomic.Uint64 // AllowAt calls
 	_              [56]byte
 	acc, rej, done atomic.Uint64 // accepted, rejected locally, outcomes reported
-	_              [40]byte
+	sent           atomic.Int64  // µs of the last tick with a send, or of the last probe
+	_              [32]byte
 }
 
 type state struct {
@@ -162,9 +180,15 @@ type state struct {
 	longIdx          int64
 	seenAcc, seenRej [levee.NumCriticalities]uint64
 	seenDone         [levee.NumCriticalities]uint64
+	seenReq          [levee.NumCriticalities]uint64
 	recR, recA, recL [levee.NumCriticalities]float64
-	longR, longA     [longBuckets][levee.NumCriticalities]float64
+	longR, longA     [longBuckets][levee.NumCriticalities]uint32 // whole counts per bucket
 	sumR, sumA       [levee.NumCriticalities]float64
+	// run counts the accepts reported since the backend's last rejection,
+	// in the ticks from runFrom on; base is the share of sent requests the
+	// backend accepted, in the recent horizon, as of that rejection.
+	run, base float64
+	runFrom   int64
 }
 
 // New returns a Throttle with K 2, a 2-minute window and a 1-second recovery
@@ -176,10 +200,11 @@ func New(opts ...Option) *Throttle {
 
 func newThrottle(c config) *Throttle {
 	t := &Throttle{
-		k:      c.k,
-		seed:   c.seed,
-		tickUs: tick.Microseconds(),
-		longUs: (c.window / longBuckets).Microseconds(),
+		k:       c.k,
+		seed:    c.seed,
+		tickUs:  tick.Microseconds(),
+		longUs:  (c.window / longBuckets).Microseconds(),
+		probeUs: probeGap.Microseconds(),
 	}
 	t.recovery = c.recovery
 	t.next.Store(math.MinInt64)
@@ -204,9 +229,10 @@ func idx(c levee.Criticality) int {
 // returns nil (send it, then report its outcome with DoneAt) or
 // ErrThrottled (do not send; the local rejection is counted, nothing more
 // to report). An invalid c counts as Critical. Time may come slightly out
-// of order from concurrent callers; a clock that jumps backwards freezes
-// the probabilities until it catches up, so a new virtual-time run needs a
-// new Throttle.
+// of order from concurrent callers. A time read from the clock (time.Now)
+// counts on its monotonic reading, immune to steps of the wall clock; a
+// virtual clock that jumps backwards freezes the probabilities until it
+// catches up, so a new virtual-time run needs a new Throttle.
 func (t *Throttle) AllowAt(now time.Time, c levee.Criticality) error {
 	if t == nil {
 		return nil
@@ -226,6 +252,14 @@ func (t *Throttle) allow(us int64, i int) error {
 	// any stretch of requests is 1−P almost exactly.
 	if th == 0 || t.seed+n*0x9e3779b97f4a7c15 >= th {
 		return nil
+	}
+	// A probe: the throttle refuses nearly everything and nothing of this
+	// criticality was sent for probeGap, so this one goes; it is how the
+	// client learns that the backend is back.
+	if th >= probeThresh && t.recovery > 0 {
+		if last := s.sent.Load(); us-last >= t.probeUs && s.sent.CompareAndSwap(last, us) {
+			return nil
+		}
 	}
 	s.rej.Add(1)
 	return errThrottled
@@ -311,14 +345,15 @@ func (t *Throttle) fold(us int64) {
 		for j := st.longIdx + 1; j <= li && j <= st.longIdx+longBuckets; j++ {
 			b := epoch.Slot(j, longBuckets)
 			for c := range st.longR[b] {
-				st.sumR[c] -= st.longR[b][c]
-				st.sumA[c] -= st.longA[b][c]
+				st.sumR[c] -= float64(st.longR[b][c])
+				st.sumA[c] -= float64(st.longA[b][c])
 				st.longR[b][c], st.longA[b][c] = 0, 0
 			}
 		}
 		st.longIdx = li
 	}
 	b := epoch.Slot(li, longBuckets)
+	var doneTick, accTick float64
 	for c := range t.crit {
 		// Requests count when their outcome is known: local rejections
 		// now, sent requests when reported. Read done before acc: an
@@ -326,16 +361,31 @@ func (t *Throttle) fold(us int64) {
 		// accept before its request, never as an unaccepted request.
 		d, l := t.crit[c].done.Load(), t.crit[c].rej.Load()
 		a := t.crit[c].acc.Load()
+		q := t.crit[c].req.Load()
 		dl, da := float64(l-st.seenRej[c]), float64(a-st.seenAcc[c])
-		dr := dl + float64(d-st.seenDone[c])
-		st.seenDone[c], st.seenAcc[c], st.seenRej[c] = d, a, l
+		dd := float64(d - st.seenDone[c])
+		dr := dl + dd
+		if q-st.seenReq[c] > l-st.seenRej[c] {
+			// Something of this criticality was sent since the last
+			// fold (at the latest probe's time, or after the start of
+			// the last tick): no probe is due before probeGap from then.
+			if from, last := st.tick*t.tickUs, t.crit[c].sent.Load(); last < from {
+				t.crit[c].sent.CompareAndSwap(last, from)
+			}
+		}
+		st.seenDone[c], st.seenAcc[c], st.seenRej[c], st.seenReq[c] = d, a, l, q
 		st.recR[c] = st.recR[c]*decay + dr
 		st.recA[c] = st.recA[c]*decay + da
 		st.recL[c] = st.recL[c]*decay + dl
-		st.longR[b][c] += dr
-		st.longA[b][c] += da
+		st.longR[b][c] += uint32(dr)
+		st.longA[b][c] += uint32(da)
 		st.sumR[c] += dr // whole numbers: exact in float64
 		st.sumA[c] += da
+		doneTick += dd
+		accTick += da
+	}
+	if t.recovery > 0 && st.clean(tk, t.cleanTicks(), doneTick, accTick) {
+		st.forget(tk)
 	}
 	long := ladder(&st.sumR, &st.sumA, t.k, 0)
 	if t.recovery > 0 {
@@ -352,6 +402,77 @@ func (t *Throttle) fold(us int64) {
 	}
 	st.tick = tk
 	t.next.Store((tk + 1) * t.tickUs)
+}
+
+// clean updates the run of accepts with the outcomes reported in tick tk
+// (done of them, acc accepted) and reports whether the run now shows that
+// the backend recovered while the client was throttling itself.
+//
+// Under the state that made the client throttle, the backend accepted a
+// share base of what it was sent (about 1/K in an overloaded steady state,
+// about 0 in an outage), so a run of n accepts in a row has probability
+// base^n: a run longer than log(falseClean)/log(base) (cleanRun) is taken
+// as a change of state, a sequential test with a false-alarm probability of
+// falseClean per run. After an outage a few accepted probes suffice (3
+// when base is near 0); in a steady state at K = 2 it takes 17 accepts in
+// a row, at K = 1.1 121, which the formula's own sends provide within a
+// second or two once the backend accepts them all. The run must also span
+// span ticks (the recent horizon): a backend that accepts in bursts (a
+// per-second quota accepts its first requests of every second) would
+// otherwise look recovered at each burst. A tick with any rejection ends
+// the run (the order inside a tick is unknown).
+func (st *state) clean(tk, span int64, done, acc float64) bool {
+	if done-acc > 0.5 {
+		st.run, st.runFrom = 0, tk+1
+		var sent, accepted float64
+		for c := range st.recR {
+			sent += st.recR[c] - st.recL[c]
+			accepted += st.recA[c]
+		}
+		st.base = 0
+		if sent > 0 {
+			st.base = accepted / sent
+		}
+		return false
+	}
+	st.run += acc
+	if st.run < cleanRun(st.base) || tk-st.runFrom+1 < span {
+		return false
+	}
+	// Forget only what makes the client throttle: a healthy history is
+	// what keeps a short spike from triggering the throttle at all.
+	var r, a float64
+	for c := range st.sumR {
+		r += st.sumR[c]
+		a += st.sumA[c]
+	}
+	return r > a
+}
+
+// cleanRun is the number of accepts in a row that ends a throttle set
+// under a backend acceptance of base (see clean).
+func cleanRun(base float64) float64 {
+	if !(base > 0) {
+		return minClean
+	}
+	if base >= 1 {
+		return maxClean
+	}
+	return min(max(math.Ceil(math.Log(falseClean)/math.Log(base)), minClean), maxClean)
+}
+
+// cleanTicks is the span, in ticks, a run of accepts must cover to end a
+// throttle: the recent horizon's time constant.
+func (t *Throttle) cleanTicks() int64 { return int64(max(t.recovery/tick, 1)) }
+
+// forget drops the history (both horizons) when the backend has shown it
+// recovered: an outage in the 2-minute window must not outvote a recent
+// run of accepts. The formula starts again from what comes next.
+func (st *state) forget(tk int64) {
+	st.recR, st.recA, st.recL = [levee.NumCriticalities]float64{}, [levee.NumCriticalities]float64{}, [levee.NumCriticalities]float64{}
+	st.longR, st.longA = [longBuckets][levee.NumCriticalities]uint32{}, [longBuckets][levee.NumCriticalities]uint32{}
+	st.sumR, st.sumA = [levee.NumCriticalities]float64{}, [levee.NumCriticalities]float64{}
+	st.first, st.run = tk, 0
 }
 
 // backendAcceptsAll reports whether the recent horizon holds enough sent
@@ -410,6 +531,9 @@ func ladder(r, a *[levee.NumCriticalities]float64, k, slack float64) (p [levee.N
 	}
 	return p
 }
+
+// probeThresh is threshold(probeP).
+var probeThresh = threshold(probeP)
 
 func threshold(p float64) uint64 {
 	if !(p > 0) {

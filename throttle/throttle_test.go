@@ -2,6 +2,7 @@ package throttle
 
 import (
 	"errors"
+	"hash/maphash"
 	"math"
 	"strings"
 	"sync"
@@ -110,47 +111,13 @@ func runLatency(th *Throttle, phases []phase, lat time.Duration) []float64 {
 }
 
 // runBackend is runLatency against a backend of capacity cap requests per
-// second.
+// second: drive with evenly spaced arrivals.
 func runBackend(th *Throttle, phases []phase, lat time.Duration, capacity float64) []float64 {
-	b := newBucket(capacity, time.Second)
-	type outcome struct {
-		at time.Duration
-		ok bool
-	}
-	var pending []outcome
-	var out []float64
-	at := time.Duration(0)
+	stages := make([]stage, len(phases))
 	for i, p := range phases {
-		end := at + p.d
-		last := i == len(phases)-1
-		gap := time.Duration(float64(time.Second) / (p.load * capacity))
-		var off, rej float64
-		sec := at + time.Second
-		for ; at < end; at += gap {
-			for len(pending) > 0 && pending[0].at <= at {
-				th.DoneAt(t0.Add(pending[0].at), levee.Critical, pending[0].ok)
-				pending = pending[1:]
-			}
-			if last && at >= sec {
-				out = append(out, rej/off)
-				off, rej, sec = 0, 0, sec+time.Second
-			}
-			now := t0.Add(at)
-			off++
-			if th.AllowAt(now, levee.Critical) != nil {
-				rej++
-				continue
-			}
-			ok := b.take(at)
-			if lat == 0 {
-				th.DoneAt(now, levee.Critical, ok)
-			} else {
-				pending = append(pending, outcome{at + lat, ok})
-			}
-		}
-		at = end
+		stages[i] = stage{d: p.d, load: p.load}
 	}
-	return out
+	return drive(th, stages, driveOpts{lat: lat, capacity: capacity})
 }
 
 func TestRecoveryAfterSpike(t *testing.T) {
@@ -450,7 +417,7 @@ func TestGroupBounded(t *testing.T) {
 	}
 	// The most recently used keys stay.
 	for _, k := range []string{"c", "d", "e"} {
-		if _, ok := (*g.m.Load())[k]; !ok {
+		if !g.has(k) {
 			t.Errorf("key %q evicted, want kept (the idlest goes first)", k)
 		}
 	}
@@ -515,4 +482,10 @@ func TestAcrossTheEpoch(t *testing.T) {
 	if p := th.RejectProbabilityAt(start.Add(2*time.Minute), levee.Critical); p < 0.7 {
 		t.Errorf("P = %.3f after 2 minutes at 10× across 1970, want ≈ 0.8", p)
 	}
+}
+
+// has reports whether g holds key, without adding it.
+func (g *Group) has(key string) bool {
+	h := maphash.String(g.seed, key)
+	return lookup(g.buckets[h&g.mask].Load(), key, h) != nil
 }

@@ -4,11 +4,14 @@ go 1.26.0
 
 replace github.com/levee-dev/levee => ../
 
+replace github.com/levee-dev/levee/fleet => ../fleet
+
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/levee-dev/levee v0.0.0-00010101000000-000000000000
+	github.com/levee-dev/levee/fleet v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/plot v0.17.0

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/loopback"
 	"github.com/levee-dev/levee/tools/report"
 )
@@ -21,8 +21,8 @@ import (
 // The schedule, in multiples of the measured capacity: a warm-up every
 // protection may learn from, each overload followed by a 0.5× phase in
 // which recovery is measured.
-func schedule(c float64) []loadgen.Phase {
-	return []loadgen.Phase{
+func schedule(c float64) []load.Phase {
+	return []load.Phase{
 		{Name: "0.7x", Rate: 0.7 * c, Duration: 2 * time.Second},
 		{Name: "2x", Rate: 2 * c, Duration: 4 * time.Second},
 		{Name: "0.5x-a", Rate: 0.5 * c, Duration: recoveryPhase},
@@ -154,7 +154,7 @@ func rejectionCost(ctx context.Context, t *testing.T) map[string]float64 {
 		res, trace, err := tracedRun(ctx, t, 50*time.Millisecond, loopback.Config{
 			Name: p.name, Protection: p.name, Client: loopback.Naive,
 			Work: time.Microsecond, Timeout: time.Second, Retries: 0,
-			Phases: []loadgen.Phase{
+			Phases: []load.Phase{
 				{Name: "idle", Rate: 0, Duration: idleFor},
 				{Name: "warm", Rate: rejectRate, Duration: warmFor},
 				{Name: "reject", Rate: rejectRate, Duration: rejectFor},
@@ -246,7 +246,7 @@ func runWork(ctx context.Context, t *testing.T, work time.Duration, order []stri
 			l := line{
 				Work: work, Protection: prot, Load: o.label,
 				Goodput:   rp.GoodputRPS,
-				P99:       ph.P99,
+				P99:       time.Duration(rp.Latency.P99 * float64(time.Second)),
 				Rejected:  serverSum(res, res.Server.Series.Rejected, from, to) / ph.Duration.Seconds(),
 				Recovery:  -1,
 				CPUBusy:   cpu / ph.Duration.Seconds(),
@@ -432,11 +432,11 @@ func behindNote(work time.Duration, load string, lv, l line) string {
 
 // progress logs the generator's progress once a second when
 // LEVEE_BENCH_PROGRESS=1.
-func progress(t *testing.T, name string) func(loadgen.Progress) {
+func progress(t *testing.T, name string) func(load.Progress) {
 	if os.Getenv("LEVEE_BENCH_PROGRESS") != "1" {
 		return nil
 	}
-	return func(p loadgen.Progress) {
+	return func(p load.Progress) {
 		t.Logf("%s %5.1fs %-6s offered %5.0f attempted %5.0f goodput %5.0f rejected %5.0f failed %5.0f in flight %5d p99 %v",
 			name, p.Elapsed.Seconds(), p.Phase, p.Offered, p.Attempted, p.Goodput, p.Rejected, p.Failed, p.InFlight, p.P99.Round(time.Millisecond))
 	}

@@ -8,7 +8,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if loopback.HijackWith(Wraps()) {
+	wraps := Wraps()
+	for k, w := range SlowDepWraps() {
+		wraps[k] = w
+	}
+	if loopback.HijackWith(wraps) {
 		return
 	}
 	os.Exit(m.Run())

@@ -87,7 +87,7 @@ func bbrHandler(app http.Handler, l ratelimit.Limiter) http.Handler {
 }
 
 // rejectHeader marks a peer's rejection the way levee marks its own, so
-// that the harness's counters (backend.Stats, loadgen.Classify) count it
+// that the harness's counters (backend.Stats, load.Classify) count it
 // as a rejection rather than a failure. The naive clients retry both alike.
 const rejectHeader = "Levee-Reject"
 

@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/loopback"
 	"github.com/levee-dev/levee/tools/report"
 )
@@ -72,8 +68,7 @@ func (d demoCmd) Run(e *env) error {
 	if d.Quick {
 		plan = planQuick
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx := e.ctx
 	// Progress and notes go to stderr when stdout carries JSON.
 	log := e.stdout
 	if d.JSON {
@@ -89,7 +84,7 @@ func (d demoCmd) Run(e *env) error {
 	}
 	fmt.Fprintf(log, "capacity (unprotected peak: best second of a closed loop): %.0f requests/s\n", capRPS)
 
-	phases := []loadgen.Phase{
+	phases := []load.Phase{
 		{Name: "normal", Rate: normalX * capRPS, Duration: plan.normal},
 		{Name: "spike", Rate: spikeX * capRPS, Duration: plan.spike},
 		{Name: "after", Rate: afterX * capRPS, Duration: plan.after},
@@ -110,7 +105,7 @@ func (d demoCmd) Run(e *env) error {
 			if prot == backend.Levee {
 				cfg.Client = loopback.Levee
 			}
-			cfg.Progress = func(p loadgen.Progress) {
+			cfg.Progress = func(p load.Progress) {
 				fmt.Fprintf(log, "  %-8s %-6s t=%4.1fs  offered %5.0f/s  attempted %5.0f/s  goodput %5.0f/s  rejected %5.0f/s  throttled %5.0f/s  p99 %s\n",
 					cfg.Name, p.Phase, p.Elapsed.Seconds(), p.Offered, p.Attempted, p.Goodput, p.Rejected, p.Throttled, fmtDur(p.P99))
 			}

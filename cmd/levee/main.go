@@ -1,20 +1,24 @@
 // Command levee is levee's command-line tool: a live demonstration of an
 // overload on loopback (demo), the avalanche simulator (sim), the load
-// tester (load) and version information.
+// tester (load attack, load plan, load drill) and version information.
 //
 // Conventions: results go to stdout (tables, or the one report schema
 // with --json), progress and errors to stderr. Exit status 0 is success,
-// 1 a failure of the work itself (a broken scenario file, a failed drill),
-// 2 a usage error: then the usage goes to stderr and nothing to stdout.
+// 1 a failure of the work itself (a broken scenario file, a failed drill,
+// an interrupted run, whose partial report is still printed), 2 a usage
+// error: then the usage goes to stderr and nothing to stdout.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 
 	"github.com/alecthomas/kong"
 )
@@ -29,14 +33,17 @@ const (
 type cli struct {
 	Demo    demoCmd    `cmd:"" help:"Overload a real HTTP service on loopback, unprotected and with levee, and compare."`
 	Sim     simCmd     `cmd:"" help:"Simulate an avalanche and its cure on virtual time with levee's real policies."`
+	Load    loadCmd    `cmd:"" help:"Send open-loop load to a service: attack, plan its capacity, drill its degradation."`
 	Help    helpCmd    `cmd:"" help:"Show help for levee or one of its commands."`
 	Version versionCmd `cmd:"" help:"Print levee's version."`
 }
 
 // env is what a command runs with: where its results and its progress
-// go. Commands never write to os.Stdout or os.Stderr directly, so that
-// tests run them in-process.
+// go, and the context that ends when the user interrupts (Ctrl-C).
+// Commands never write to os.Stdout or os.Stderr directly, so that tests
+// run them in-process.
 type env struct {
+	ctx            context.Context
 	stdout, stderr io.Writer
 }
 
@@ -84,11 +91,19 @@ func main() {
 	if hijack() {
 		return
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runCtx(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // run runs levee with args and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) (code int) {
+func run(args []string, stdout, stderr io.Writer) int {
+	return runCtx(context.Background(), args, stdout, stderr)
+}
+
+// runCtx is run with a context that interrupts the command.
+func runCtx(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if r := recover(); r != nil {
 			ep, ok := r.(exitPanic)
@@ -99,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 	}()
 	var c cli
-	e := &env{stdout: stdout, stderr: stderr}
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
 	parser, err := kong.New(&c,
 		kong.Name("levee"),
 		kong.Description("levee keeps services serving when demand exceeds capacity."),
@@ -112,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "levee:", err)
 		return exitFailure
 	}
-	ctx, err := parser.Parse(args)
+	kctx, err := parser.Parse(args)
 	if err != nil {
 		var pe *kong.ParseError
 		if errors.As(err, &pe) {
@@ -121,10 +136,10 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "levee:", err)
 		return exitFailure
 	}
-	if err := ctx.Run(); err != nil {
+	if err := kctx.Run(); err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
-			return usage(parser, ctx, stderr, err)
+			return usage(parser, kctx, stderr, err)
 		}
 		fmt.Fprintln(stderr, "levee:", err)
 		return exitFailure
@@ -148,4 +163,24 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// writeFile writes a file with f (an HTML report, a chart) and, unless
+// quiet, says so on stderr.
+func writeFile(e *env, quiet bool, name string, f func(io.Writer) error) error {
+	out, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := f(out); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Fprintf(e.stderr, "levee: wrote %s\n", name)
+	}
+	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/levee-dev/levee/internal/suggest"
 	"github.com/levee-dev/levee/tools/sim"
-	"github.com/levee-dev/levee/tools/suggest"
 )
 
 type simCmd struct {
@@ -63,12 +63,12 @@ func (c *simCmd) Run(e *env) error {
 		return err
 	}
 	if c.HTML != "" {
-		if err := c.write(e, c.HTML, rep.WriteHTML); err != nil {
+		if err := writeFile(e, c.Quiet, c.HTML, rep.WriteHTML); err != nil {
 			return err
 		}
 	}
 	if c.SVG != "" {
-		if err := c.write(e, c.SVG, rep.WriteSVG); err != nil {
+		if err := writeFile(e, c.Quiet, c.SVG, rep.WriteSVG); err != nil {
 			return err
 		}
 	}
@@ -112,24 +112,6 @@ func listScenarios(w io.Writer) error {
 			desc = desc[:cut] + " …"
 		}
 		fmt.Fprintf(w, "%-14s %s\n", n, desc)
-	}
-	return nil
-}
-
-func (c *simCmd) write(e *env, name string, f func(io.Writer) error) error {
-	out, err := os.Create(name)
-	if err != nil {
-		return err
-	}
-	if err := f(out); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	if !c.Quiet {
-		fmt.Fprintf(e.stderr, "sim: wrote %s\n", name)
 	}
 	return nil
 }

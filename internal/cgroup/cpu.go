@@ -62,19 +62,7 @@ func (c *CPU) String() string {
 // cpu.stat counts the whole host. cgroup v2 is used only when its
 // cgroup.controllers lists "cpu".
 func FindCPU(fsys fs.FS) (*CPU, error) {
-	pc, err := fs.ReadFile(fsys, "proc/self/cgroup")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCPUController, err)
-	}
-	entries, err := ParseProcCgroup(pc)
-	if err != nil {
-		return nil, err
-	}
-	mi, err := fs.ReadFile(fsys, "proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNoCPUController, err)
-	}
-	mounts, err := ParseMountInfo(mi)
+	entries, mounts, err := readProc(fsys, ErrNoCPUController)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +84,28 @@ func FindCPU(fsys fs.FS) (*CPU, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: neither a cgroup v1 cpu controller nor a cgroup v2 hierarchy with cpu enabled", ErrNoCPUController)
+}
+
+// readProc reads and parses proc/self/cgroup and proc/self/mountinfo; an
+// unreadable file is an error wrapping none (the caller's "no controller").
+func readProc(fsys fs.FS, none error) ([]Entry, []Mount, error) {
+	pc, err := fs.ReadFile(fsys, "proc/self/cgroup")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", none, err)
+	}
+	entries, err := ParseProcCgroup(pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	mi, err := fs.ReadFile(fsys, "proc/self/mountinfo")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", none, err)
+	}
+	mounts, err := ParseMountInfo(mi)
+	if err != nil {
+		return nil, nil, err
+	}
+	return entries, mounts, nil
 }
 
 func v1(entries []Entry, mounts []Mount, ctl string) (Hierarchy, bool) {
@@ -205,7 +215,7 @@ func (l Limit) Cores() float64 {
 // cgroup has no cpu.max); a malformed file is an error.
 func (c *CPU) Limit() (Limit, error) {
 	l := Limit{Quota: Quota{Quota: -1, Period: 100 * time.Millisecond}}
-	for dir := range c.up(c.CPU) {
+	for dir := range up(c.CPU) {
 		q, err := c.quota(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -254,7 +264,7 @@ func (c *CPU) quota(dir string) (Quota, error) {
 }
 
 // up yields h.Dir and its parents up to and including h.Mount.
-func (c *CPU) up(h Hierarchy) func(func(string) bool) {
+func up(h Hierarchy) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		dir := h.Dir
 		for {

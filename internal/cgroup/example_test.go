@@ -37,3 +37,23 @@ func ExampleFindCPU_hybrid() {
 	// cgroup v1 cpu=sys/fs/cgroup/cpu cpuacct=sys/fs/cgroup/cpuacct
 	// quota: false cpuset: 2
 }
+
+// The same container's memory: 1 GiB on the pod, memory.high at 768 MiB on
+// the container; the tighter binds.
+func ExampleFindMemory() {
+	m, err := cgroup.FindMemory(os.DirFS("testdata/v2-quota"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	l, err := m.Limit()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(m)
+	fmt.Println(l.Bytes()>>20, "MiB, set by", l.HighDir)
+	// Output:
+	// cgroup v2 memory=sys/fs/cgroup/kubepods.slice/pod1/ctr
+	// 768 MiB, set by sys/fs/cgroup/kubepods.slice/pod1/ctr
+}

@@ -53,3 +53,25 @@ func TestSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestMicrosMonotonic: a time read from the clock is measured on the
+// monotonic clock (its difference to another such time is Sub's, which Go
+// computes from the monotonic readings alone), anchored at the process's
+// wall time; the same instant without its monotonic reading converts as
+// wall time, within the drift between the two clocks since the start.
+func TestMicrosMonotonic(t *testing.T) {
+	a := time.Now()
+	b := a.Add(90 * time.Minute) // keeps the monotonic reading
+	if got := Micros(b) - Micros(a); got != (90 * time.Minute).Microseconds() {
+		t.Errorf("Micros difference %d µs, want %d", got, (90 * time.Minute).Microseconds())
+	}
+	if got := Micros(a) - (startMicros + a.Sub(start).Microseconds()); got != 0 {
+		t.Errorf("Micros(now) off the monotonic anchor by %d µs", got)
+	}
+	if d := Micros(a) - Micros(a.Round(0)); d < -1e6 || d > 1e6 {
+		t.Errorf("monotonic and wall readings of one instant differ by %d µs, want well under a second", d)
+	}
+	if Micros(a.Round(0)) != wallMicros(a.Round(0)) {
+		t.Error("a time without a monotonic reading was not converted as wall time")
+	}
+}

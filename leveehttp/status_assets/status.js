@@ -48,6 +48,7 @@
     if (cur.overloaded || cur.shed_level > 0) { state = 'OVERLOADED'; cls = 'overloaded'; }
     else if (cur.degrade_level > 0) { state = 'DEGRADED'; cls = 'degraded'; }
     if (cur.no_retry) { state += ' · NO RETRY'; }
+    if (cur.dry_run) { state += ' · DRY RUN'; }
     badge.textContent = state;
     badge.className = 'badge ' + cls;
     badge.dataset.value = state;
@@ -113,8 +114,10 @@
       tr.appendChild(th);
       cell(tr, 'admitted', c.admitted, 'int');
       cell(tr, 'rejected', c.rejected, 'int');
+      cell(tr, 'would_reject', c.would_reject, 'int');
       cell(tr, 'admitted_rps', num(c.admitted_rps), 'rps');
       cell(tr, 'rejected_rps', num(c.rejected_rps), 'rps');
+      cell(tr, 'would_reject_rps', num(c.would_reject_rps), 'rps');
       body.appendChild(tr);
     });
   }

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // Spin does n iterations of a xorshift generator seeded with seed and
@@ -64,7 +64,7 @@ func NewWork(cost time.Duration) Work {
 // looks at its context: it is the CPU-bound service whose queue forms in the
 // kernel and the Go run queue (DESIGN.md, "Where the queue really is").
 // Each run is counted in s, late if it finishes after the client deadline
-// carried in loadgen.DeadlineHeader. s may be nil.
+// carried in load.DeadlineHeader. s may be nil.
 func Handler(w Work, s *Stats) http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		x := Spin(w.Iterations, uint64(time.Now().UnixNano()))
@@ -74,7 +74,7 @@ func Handler(w Work, s *Stats) http.Handler {
 		b = append(b, '\n')
 		_, _ = rw.Write(b)
 		if s != nil {
-			s.ran(time.Now(), r.Header.Get(loadgen.DeadlineHeader))
+			s.ran(time.Now(), r.Header.Get(load.DeadlineHeader))
 		}
 	})
 }
@@ -145,7 +145,7 @@ func (s *Stats) Count(h http.Handler) http.Handler {
 		switch {
 		case sw.code >= 200 && sw.code < 300:
 			b.ok.Add(1)
-			if late(now, r.Header.Get(loadgen.DeadlineHeader)) {
+			if late(now, r.Header.Get(load.DeadlineHeader)) {
 				b.okLate.Add(1)
 			}
 		case (sw.code == 429 || sw.code == 503 || sw.code == 504) && sw.Header().Get("Levee-Reject") != "":

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 func TestSpinDeterministic(t *testing.T) {
@@ -46,7 +46,7 @@ func TestStatsCount(t *testing.T) {
 	for _, tt := range tests {
 		r := httptest.NewRequest(http.MethodGet, "/work", nil)
 		if tt.deadline != "" {
-			r.Header.Set(loadgen.DeadlineHeader, tt.deadline)
+			r.Header.Set(load.DeadlineHeader, tt.deadline)
 		}
 		tt.h.ServeHTTP(httptest.NewRecorder(), r)
 	}

@@ -9,7 +9,7 @@
 // or behind leveehttp.NewHandler with an admit.Controller fed by the default
 // pressure signals (Levee), and counts in 100 ms buckets the handler runs,
 // the runs that finished after their client's deadline (work done for
-// nobody; the client sends its deadline in loadgen.DeadlineHeader), and the
+// nobody; the client sends its deadline in load.DeadlineHeader), and the
 // responses by class. For levee it also records which signal was furthest
 // above its target while shedding (Report.ShedBy).
 package backend

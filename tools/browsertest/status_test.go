@@ -323,6 +323,8 @@ func statusCompare(t *testing.T, d statusDOM, doc statusDoc) {
 		check(c.Name+" rejected", row["rejected"], f(float64(c.Rejected)))
 		check(c.Name+" admitted_rps", row["admitted_rps"], f(c.AdmittedRPS))
 		check(c.Name+" rejected_rps", row["rejected_rps"], f(c.RejectedRPS))
+		check(c.Name+" would_reject", row["would_reject"], f(float64(c.WouldReject)))
+		check(c.Name+" would_reject_rps", row["would_reject_rps"], f(c.WouldRejectRPS))
 	}
 	state := "OK"
 	switch {
@@ -333,6 +335,9 @@ func statusCompare(t *testing.T, d statusDOM, doc statusDoc) {
 	}
 	if s.NoRetry {
 		state += " · NO RETRY"
+	}
+	if s.DryRun {
+		state += " · DRY RUN"
 	}
 	if d.State != state {
 		t.Errorf("seq %d: state %q in the DOM, want %q from JSON", seq, d.State, state)
@@ -411,6 +416,7 @@ type statusDocItem struct {
 	DegradedSeconds *float64  `json:"degraded_seconds"`
 	RetryRatio      *float64  `json:"retry_ratio"`
 	NoRetry         bool      `json:"no_retry"`
+	DryRun          bool      `json:"dry_run"`
 	OfferedRPS      *float64  `json:"offered_rps"`
 	Signals         []struct {
 		Name   string   `json:"name"`
@@ -424,6 +430,9 @@ type statusDocItem struct {
 		Rejected    uint64  `json:"rejected"`
 		AdmittedRPS float64 `json:"admitted_rps"`
 		RejectedRPS float64 `json:"rejected_rps"`
+		// Dry-run counts, beside the live ones.
+		WouldReject    uint64  `json:"would_reject"`
+		WouldRejectRPS float64 `json:"would_reject_rps"`
 	} `json:"criticalities"`
 	RejectedByReason map[string]map[string]uint64 `json:"rejected_by_reason"`
 }

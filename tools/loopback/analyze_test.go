@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/report"
 )
 
@@ -20,10 +20,10 @@ func series(perSec ...int64) []int64 {
 	return s
 }
 
-func buckets(goodput []int64) []loadgen.Bucket {
-	var out []loadgen.Bucket
+func buckets(goodput []int64) []load.Bucket {
+	var out []load.Bucket
 	for _, g := range goodput {
-		out = append(out, loadgen.Bucket{Tally: report.Tally{Offered: 10, Goodput: g}})
+		out = append(out, load.Bucket{Tally: report.Tally{Offered: 10, Goodput: g}})
 	}
 	return out
 }
@@ -33,10 +33,10 @@ func buckets(goodput []int64) []loadgen.Bucket {
 // and the figures computed on the result.
 func TestRun(t *testing.T) {
 	start := time.Unix(1000, 0)
-	phases := []loadgen.PhaseStats{
+	phases := []load.PhaseStats{
 		{Name: "normal", Offset: 0, Duration: 2 * time.Second, Tally: report.Tally{Offered: 200, Attempted: 200, Goodput: 200}},
 		{Name: "spike", Offset: 2 * time.Second, Duration: 2 * time.Second, Tally: report.Tally{Offered: 400, Attempted: 900, Goodput: 40, Rejected: 100, Failed: 250}, GenErrors: 10,
-			P50: 1500 * time.Microsecond, P99: 20 * time.Millisecond},
+			Latency: report.Latency{P50: 0.0015, P99: 0.02}},
 		{Name: "after", Offset: 4 * time.Second, Duration: 5 * time.Second, Tally: report.Tally{Offered: 500, Goodput: 400}},
 	}
 	// The backend started 1 s before the generator: its series has one
@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 	late := series(0, 0, 0, 200, 200, 0, 0, 0, 0, 0)
 	res := &Result{
 		Config: Config{Name: "none-1", Protection: backend.None, Client: Naive},
-		Load: &loadgen.Report{Start: start, Resolution: 100 * time.Millisecond, Phases: phases,
+		Load: &load.Result{Start: start, Resolution: 100 * time.Millisecond, Phases: phases,
 			Series: buckets(series(100, 100, 10, 10, 0, 100, 100, 100, 100)), GenErrors: 10},
 		Server: backend.Report{Series: backend.Series{
 			Start: start.Add(-time.Second), Resolution: 100 * time.Millisecond,

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // Environment of a re-executed child.
@@ -77,7 +77,9 @@ type backendConfig struct {
 	Limit      time.Duration `json:"limit"` // hard limit on the child's life
 }
 
-type backendReady struct {
+// Ready is what a backend child says once it serves: its address, its
+// calibrated work, its GOMAXPROCS and the CPU it is pinned to.
+type Ready struct {
 	Addr       string       `json:"addr"`
 	Work       backend.Work `json:"work"`
 	GOMAXPROCS int          `json:"gomaxprocs"`
@@ -86,12 +88,12 @@ type backendReady struct {
 
 // loadConfig is the first line a load generator child reads on stdin.
 type loadConfig struct {
-	URL     string          `json:"url"`
-	Client  string          `json:"client"` // naive or levee
-	Timeout time.Duration   `json:"timeout"`
-	Retries int             `json:"retries"`
-	Phases  []loadgen.Phase `json:"phases,omitempty"`
-	Drain   time.Duration   `json:"drain"`
+	URL     string        `json:"url"`
+	Client  string        `json:"client"` // naive or levee
+	Timeout time.Duration `json:"timeout"`
+	Retries int           `json:"retries"`
+	Phases  []load.Phase  `json:"phases,omitempty"`
+	Drain   time.Duration `json:"drain"`
 	// Closed, if Workers > 0, measures the closed-loop peak instead.
 	Workers int           `json:"workers,omitempty"`
 	Warm    time.Duration `json:"warm,omitempty"`
@@ -221,11 +223,22 @@ func pinFromEnv() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bad %s=%q", envCPU, v)
 	}
+	if err := PinSelf(cpu); err != nil {
+		return "", err
+	}
+	return "cpu" + v, nil
+}
+
+// PinSelf pins every thread of this process to cpu (sched_setaffinity);
+// threads created later inherit the mask from the thread that creates
+// them. A test that drives load from its own process pins itself to
+// Place().Loadgen, away from a backend child on Place().Backend.
+func PinSelf(cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
-		return "", err
+		return err
 	}
 	for _, t := range tasks {
 		tid, err := strconv.Atoi(t.Name())
@@ -233,10 +246,10 @@ func pinFromEnv() (string, error) {
 			continue
 		}
 		if err := unix.SchedSetaffinity(tid, &set); err != nil {
-			return "", fmt.Errorf("pin thread %d to cpu %d: %w", tid, cpu, err)
+			return fmt.Errorf("loopback: pin thread %d to cpu %d: %w", tid, cpu, err)
 		}
 	}
-	return "cpu" + v, nil
+	return nil
 }
 
 func runBackend(cfg backendConfig, pinned string, out *childOut) int {
@@ -266,7 +279,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 	defer cancel()
 	go srv.Run(ctx)
 	go func() { _ = srv.Serve(ln, hs) }()
-	out.send("ready", backendReady{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
+	out.send("ready", Ready{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
 	if err := syscall.SetNonblock(0, true); err != nil {
 		out.send("error", err.Error())
 		return 1
@@ -290,31 +303,23 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 }
 
 func runLoadgen(cfg loadConfig, out *childOut) int {
-	tr := loadgen.NewTransport()
-	var do loadgen.Func
-	var client *http.Client
-	switch cfg.Client {
-	case "naive":
-		client = &http.Client{Transport: loadgen.CountAttempts(tr)}
-		do = loadgen.Naive(client, cfg.URL, cfg.Timeout, cfg.Retries)
-	case "levee":
-		client = &http.Client{Transport: leveeTransport(loadgen.CountAttempts(tr))}
-		do = loadgen.Single(client, cfg.URL, cfg.Timeout)
-	default:
-		out.send("error", "unknown client "+cfg.Client)
+	h, err := load.NewHTTP(load.HTTP{URL: cfg.URL, Client: cfg.Client, Timeout: cfg.Timeout, Retries: cfg.Retries, SendDeadline: true})
+	if err != nil {
+		out.send("error", err.Error())
 		return 2
 	}
 	ctx := context.Background()
 	if cfg.Workers > 0 {
-		rate := loadgen.Closed(ctx, cfg.Workers, cfg.Warm, cfg.Measure, loadgen.Once(client, cfg.URL, cfg.Timeout))
+		rate := load.Closed(ctx, cfg.Workers, cfg.Warm, cfg.Measure, h.Once())
 		out.send("capacity", rate)
 		return 0
 	}
-	rep, err := loadgen.Run(ctx, loadgen.Config{
+	rep, err := load.Run(ctx, load.Config{
 		Phases:   cfg.Phases,
-		Do:       do,
+		Do:       h.Func(),
 		Drain:    cfg.Drain,
-		Progress: func(p loadgen.Progress) { out.send("progress", p) },
+		Limits:   load.Limits{MaxRate: load.CeilingRate, MaxDuration: load.CeilingDuration},
+		Progress: func(p load.Progress) { out.send("progress", p) },
 	})
 	if err != nil {
 		out.send("error", err.Error())

@@ -5,7 +5,7 @@
 //   - The backend child (package backend) runs with GOMAXPROCS=1 and every
 //     thread pinned to the first allowed CPU (sched_setaffinity), serving
 //     CPU-bound requests, unprotected or behind levee.
-//   - The load generator child (package loadgen) is pinned to the second
+//   - The load generator child (package load) is pinned to the second
 //     CPU and drives an open-loop schedule of phases with keep-alive
 //     connections, as naive clients (per-attempt timeout, immediate
 //     retries, no budget) or levee clients (leveehttp.NewTransport).
@@ -18,12 +18,16 @@
 // its role instead of the program.
 //
 // Run runs one configuration with fresh children; Capacity measures the
-// unprotected peak with a closed loop; Result.Run turns the two sides'
-// reports into a run of levee's one report schema (package report), whose
-// figures (recovery, server recovery, wasted work, peak) package report
-// defines.
+// unprotected peak with a closed loop; StartBackend starts a backend child
+// alone, for load driven from this process (pinned away from it with
+// PinSelf); Result.Run turns the two sides' reports into a run of levee's
+// one report schema (package report), whose figures (recovery, server
+// recovery, wasted work, peak) package report defines.
 //
-// The loopback check of issue 2 is a build-tagged test:
+// The loopback check of levee's protection and the checks of levee load
+// (a plan against a closed loop, metastability, a 1 s stall, a drill past
+// the threshold, the generator's cost) are build-tagged tests:
 //
 //	go test -tags realtime -run TestLoopback -v -timeout 20m ./tools/loopback/
+//	go test -tags realtime -run TestLoad -count=1 -v -timeout 30m ./tools/loopback/
 package loopback

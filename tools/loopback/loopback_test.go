@@ -20,13 +20,13 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/report"
 )
 
 // The schedule, in multiples of the measured capacity.
-func loopbackPhases(c float64) []loadgen.Phase {
-	return []loadgen.Phase{
+func loopbackPhases(c float64) []load.Phase {
+	return []load.Phase{
 		{Name: "0.7x", Rate: 0.7 * c, Duration: 4 * time.Second},
 		{Name: "2x", Rate: 2 * c, Duration: 6 * time.Second},
 		{Name: "0.5x-a", Rate: 0.5 * c, Duration: 5 * time.Second},

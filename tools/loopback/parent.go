@@ -18,17 +18,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // Client kinds for Config.Client.
 const (
 	// Naive: per-attempt timeout, immediate retries on any failure, no
-	// budget, no throttling.
-	Naive = "naive"
+	// budget, no throttling (load.ClientNaive).
+	Naive = load.ClientNaive
 	// Levee: leveehttp.NewTransport with its defaults; Timeout is the
-	// request's overall deadline.
-	Levee = "levee"
+	// request's overall deadline (load.ClientLevee).
+	Levee = load.ClientLevee
 )
 
 // Config describes one run: a fresh backend process and a fresh load
@@ -48,19 +48,19 @@ type Config struct {
 	// Retries is the number of immediate retries of a Naive client.
 	Retries int
 	// Phases is the offered-load schedule.
-	Phases []loadgen.Phase
+	Phases []load.Phase
 	// Drain is how long the generator waits for stragglers. Default 4s.
 	Drain time.Duration
 	// Progress, if set, receives the generator's progress once a second.
-	Progress func(loadgen.Progress)
+	Progress func(load.Progress)
 }
 
 // Result is one run's outcome, client and server side.
 type Result struct {
-	Config  Config          `json:"-"`
-	Load    *loadgen.Report `json:"load"`
-	Server  backend.Report  `json:"server"`
-	Backend backendReady    `json:"backend"`
+	Config  Config         `json:"-"`
+	Load    *load.Result   `json:"load"`
+	Server  backend.Report `json:"server"`
+	Backend Ready          `json:"backend"`
 }
 
 // Placement says which CPUs the children are pinned to; -1 is unpinned.
@@ -182,12 +182,12 @@ func (c *child) kill() {
 
 // next returns the next message of one of kinds, handing progress
 // messages to onProgress; it fails on an error message or the child's end.
-func (c *child) next(onProgress func(loadgen.Progress), kinds ...string) (message, error) {
+func (c *child) next(onProgress func(load.Progress), kinds ...string) (message, error) {
 	for m := range c.msgs {
 		switch m.Kind {
 		case "progress":
 			if onProgress != nil {
-				var p loadgen.Progress
+				var p load.Progress
 				if json.Unmarshal(m.Data, &p) == nil {
 					onProgress(p)
 				}
@@ -218,7 +218,7 @@ func (c *child) role() string {
 	return "?"
 }
 
-func scheduleLength(ph []loadgen.Phase) time.Duration {
+func scheduleLength(ph []load.Phase) time.Duration {
 	var d time.Duration
 	for _, p := range ph {
 		d += p.Duration
@@ -268,21 +268,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := json.Unmarshal(m.Data, &res.Load); err != nil {
 		return nil, fmt.Errorf("loopback: generator report: %w", err)
 	}
-	if _, err := be.in.Write([]byte("stop\n")); err != nil {
-		return nil, fmt.Errorf("loopback: stop backend: %w", err)
-	}
-	m, err = be.next(nil, "report")
-	if err != nil {
+	if res.Server, err = (&Backend{c: be}).Stop(); err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal(m.Data, &res.Server); err != nil {
-		return nil, fmt.Errorf("loopback: backend report: %w", err)
 	}
 	return res, nil
 }
 
-func startBackend(ctx context.Context, cpu int, protection string, work, limit time.Duration) (*child, backendReady, error) {
-	var ready backendReady
+func startBackend(ctx context.Context, cpu int, protection string, work, limit time.Duration) (*child, Ready, error) {
+	var ready Ready
 	be, err := startChild(ctx, roleBackend, cpu, 1, backendConfig{Protection: protection, Work: work, Limit: limit})
 	if err != nil {
 		return nil, ready, err
@@ -299,10 +292,48 @@ func startBackend(ctx context.Context, cpu int, protection string, work, limit t
 	return be, ready, nil
 }
 
+// Backend is a backend child serving on loopback, pinned to the first
+// allowed CPU with GOMAXPROCS=1, until Stop.
+type Backend struct {
+	Ready
+	// PID is the child's process id, for its CPU time.
+	PID int
+	c   *child
+}
+
+// StartBackend starts a backend child with the given protection
+// (backend.None or backend.Levee) and CPU work per request. It lives
+// until Stop, until ctx is done, or for limit at most.
+func StartBackend(ctx context.Context, protection string, work, limit time.Duration) (*Backend, error) {
+	c, ready, err := startBackend(ctx, Place().Backend, protection, work, limit)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{Ready: ready, PID: c.cmd.Process.Pid, c: c}, nil
+}
+
+// Stop stops the backend and returns its report; the child is gone
+// when Stop returns.
+func (b *Backend) Stop() (backend.Report, error) {
+	defer b.c.kill()
+	var r backend.Report
+	if _, err := b.c.in.Write([]byte("stop\n")); err != nil {
+		return r, fmt.Errorf("loopback: stop backend: %w", err)
+	}
+	m, err := b.c.next(nil, "report")
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return r, fmt.Errorf("loopback: backend report: %w", err)
+	}
+	return r, nil
+}
+
 // Capacity measures the peak throughput of an unprotected backend doing
 // work per request: a closed loop of workers keep-alive connections for
 // d after a short warm-up, from the generator CPU.
-func Capacity(ctx context.Context, work time.Duration, workers int, d time.Duration) (float64, backendReady, error) {
+func Capacity(ctx context.Context, work time.Duration, workers int, d time.Duration) (float64, Ready, error) {
 	pl := Place()
 	limit := d + 30*time.Second
 	be, ready, err := startBackend(ctx, pl.Backend, backend.None, work, limit)

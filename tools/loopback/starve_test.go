@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/loadgen"
+	"github.com/levee-dev/levee/tools/load"
 )
 
 // TestTimerStarvation shows why a control loop driven only by a ticker
@@ -27,7 +27,7 @@ func TestTimerStarvation(t *testing.T) {
 	res, err := Run(ctx, Config{
 		Name: "starve", Protection: backend.None, Client: Naive, Work: work,
 		Timeout: time.Second, Retries: 0,
-		Phases: []loadgen.Phase{{Name: "4x", Rate: 4 * capRPS, Duration: 15 * time.Second}},
+		Phases: []load.Phase{{Name: "4x", Rate: 4 * capRPS, Duration: 15 * time.Second}},
 		Drain:  time.Second,
 	})
 	if err != nil {

@@ -1,5 +1,7 @@
 package report
 
+import "math"
+
 // Report is the outcome of one levee tool invocation: a simulation, a
 // demo, a load test. Encoded with encoding/json it is the one report schema
 // every tool prints with --json; a tool adds fields of its own only beside
@@ -133,6 +135,16 @@ type Latency struct {
 	P99  float64 `json:"p99,omitempty"`
 	P999 float64 `json:"p999,omitempty"`
 	Max  float64 `json:"max,omitempty"`
+	// Quantiles is the distribution (from a histogram) where the tool
+	// keeps one: the latency at each quantile Q (0..1).
+	Quantiles []Quantile `json:"quantiles,omitempty"`
+}
+
+// Quantile is the latency S (seconds) at quantile Q (0..1) of a
+// distribution.
+type Quantile struct {
+	Q float64 `json:"q"`
+	S float64 `json:"s"`
 }
 
 // Crash is one crash of an instance.
@@ -241,4 +253,47 @@ func (r *Run) RecoveryAfter(trigger string) *float64 {
 		return nil
 	}
 	return Recovery(r.Series, p.StartS, p.EndS)
+}
+
+// Append adds next after r in time: next's phases follow r's (their
+// times shifted by the end of r's last phase), its series starts there
+// (r's series cut or padded with empty buckets to that point: r's drain
+// gives way to next), its counts add to r's. Both series must have the
+// same bucket width (an empty r takes next's). Runs measured apart, such
+// as the steps of a capacity plan, then read as one. Instances, their
+// series and the run-level figures other than the outage are left as r
+// has them.
+func (r *Run) Append(next Run) {
+	offset := 0.0
+	if n := len(r.Phases); n > 0 {
+		offset = r.Phases[n-1].EndS
+	}
+	for _, p := range next.Phases {
+		p.StartS, p.EndS = Round(p.StartS+offset), Round(p.EndS+offset)
+		r.Phases = append(r.Phases, p)
+	}
+	r.Attempts += next.Attempts
+	r.GeneratorErrors += next.GeneratorErrors
+	r.MaxLagS = max(r.MaxLagS, next.MaxLagS)
+	r.Stopped = r.Stopped || next.Stopped
+	s, ns := &r.Series, next.Series
+	if s.BucketS == 0 {
+		s.BucketS = ns.BucketS
+	}
+	at := int(math.Round(offset / s.BucketS))
+	join := func(a, b []float64) []float64 { return append(resize(a, at), b...) }
+	s.OfferedRPS, s.AttemptedRPS, s.ThrottledRPS = join(s.OfferedRPS, ns.OfferedRPS), join(s.AttemptedRPS, ns.AttemptedRPS), join(s.ThrottledRPS, ns.ThrottledRPS)
+	s.GoodputRPS, s.RejectedRPS, s.FailedRPS = join(s.GoodputRPS, ns.GoodputRPS), join(s.RejectedRPS, ns.RejectedRPS), join(s.FailedRPS, ns.FailedRPS)
+	if s.P99S != nil || ns.P99S != nil {
+		s.P99S = join(s.P99S, resize(ns.P99S, len(ns.OfferedRPS)))
+	}
+	r.OutageS = Outage(r.Series)
+}
+
+// resize returns xs cut or padded with zeros to n values.
+func resize(xs []float64, n int) []float64 {
+	if len(xs) >= n {
+		return xs[:n:n]
+	}
+	return append(xs, make([]float64, n-len(xs))...)
 }

@@ -244,13 +244,12 @@ type Event struct {
 // Levee configures levee's protection for levee runs.
 type Levee struct {
 	// CPUTarget is the target of the instance's CPU signal (pressure.CPU,
-	// fed with the instance's busy core-time); default pressure.Default's
-	// (0.95): the simulator's levee is a real server's unless the scenario
-	// says otherwise.
+	// fed with the instance's busy core-time); default pressure's (0.95).
 	CPUTarget float64 `yaml:"cpu_target"`
 	// QueueDelayTarget is the target of the queueing-delay signal
 	// (pressure.QueueDelay, observing each request's wait for a core);
-	// default pressure's (5ms); negative disables the signal.
+	// default pressure's (learned: 100 × the CPU per request per core);
+	// negative disables the signal.
 	QueueDelayTarget Duration `yaml:"queue_delay_target"`
 	// Period is admit's control period; default 50ms.
 	Period Duration `yaml:"period"`

@@ -961,31 +961,24 @@ func (w *world) startProcess(in *instance) {
 	t := in.tier
 	in.cpu, in.qd = nil, nil
 	if t.protect {
-		// A real server's CPU signal (pressure.Default's target and
-		// smoothing), fed with the instance's busy core-time.
-		opts := append(pressure.DefaultCPUOptions(),
-			pressure.WithCgroupFS(nil),
-			pressure.WithMaxProcs(func() int { return in.cores }),
-			pressure.WithProcessCPU(func() (time.Duration, error) {
+		// Default's signals for this instance (pressure.Simulated), with
+		// the scenario's overrides.
+		set, err := pressure.Simulated(
+			func() (time.Duration, error) {
 				return time.Duration(in.busyAcc + int64(in.busy)*(w.now-in.busyT)), nil
-			}),
-			pressure.WithCPUPeriod(w.s.Levee.Period.D()),
-		)
-		if w.s.Levee.CPUTarget > 0 {
-			opts = append(opts, pressure.WithCPUTarget(w.s.Levee.CPUTarget))
-		}
-		cpu, err := pressure.NewCPU(opts...)
+			},
+			func() int { return in.cores },
+			pressure.WithCPUPeriod(w.s.Levee.Period.D()), pressure.WithCPUTarget(w.s.Levee.CPUTarget))
 		if err != nil {
 			panic("sim: " + err.Error()) // options validated by Parse
 		}
-		in.cpu = cpu
-		sigs := []levee.Signal{cpu}
+		in.cpu = set.CPU
+		sigs := []levee.Signal{set.CPU}
 		if w.s.Levee.QueueDelayTarget >= 0 {
-			var qo []pressure.QueueOption
+			in.qd = set.Queue
 			if w.s.Levee.QueueDelayTarget > 0 {
-				qo = append(qo, pressure.WithQueueTarget(w.s.Levee.QueueDelayTarget.D()))
+				in.qd = pressure.NewQueueDelay(pressure.WithQueueTarget(w.s.Levee.QueueDelayTarget.D()))
 			}
-			in.qd = pressure.NewQueueDelay(qo...)
 			sigs = append(sigs, in.qd)
 		}
 		in.ctrl = admit.New(

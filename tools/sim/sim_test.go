@@ -323,8 +323,15 @@ func TestLoseSite(t *testing.T) {
 	if lv.Crashes != 0 {
 		t.Errorf("levee: %d crashes, want 0", lv.Crashes)
 	}
-	if p := phase(t, lv, "site-lost"); p.GoodputRPS < 0.7*survivors {
-		t.Errorf("levee: goodput %.0f after the loss, want ≥ 0.7 × the survivors' %.0f", p.GoodputRPS, survivors)
+	// levee's goodput after the loss, over three seeds: a single shortened
+	// run (light) varies by ±0.05 of the survivors' capacity from seed to
+	// seed.
+	good := phase(t, lv, "site-lost").GoodputRPS
+	for seed := uint64(2); seed <= 3; seed++ {
+		good += phase(t, runNamed(t, Run(s, Options{Seed: seed}), "levee"), "site-lost").GoodputRPS
+	}
+	if good /= 3; good < 0.7*survivors {
+		t.Errorf("levee: goodput %.0f after the loss (mean of 3 seeds), want ≥ 0.7 × the survivors' %.0f", good, survivors)
 	}
 	if p := phase(t, pl, "site-lost"); p.GoodputRPS < 0.98*p.OfferedRPS || pl.Crashes != 0 {
 		t.Errorf("planned-2x: goodput %.0f of %.0f, %d crashes; want everything served", p.GoodputRPS, p.OfferedRPS, pl.Crashes)
@@ -472,9 +479,10 @@ func TestNoPolicyCode(t *testing.T) {
 		"github.com/levee-dev/levee/retry":              true,
 		"github.com/levee-dev/levee/throttle":           true,
 		"github.com/levee-dev/levee/pressure":           true,
+		"github.com/levee-dev/levee/fleet":              true,
 		"github.com/levee-dev/levee/tools/report":       true,
 		"github.com/levee-dev/levee/tools/report/chart": true,
-		"github.com/levee-dev/levee/tools/suggest":      true,
+		"github.com/levee-dev/levee/internal/suggest":   true,
 		"go.yaml.in/yaml/v3":                            true,
 	}
 	used := map[string]bool{}

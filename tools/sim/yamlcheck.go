@@ -10,7 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/levee-dev/levee/tools/suggest"
+	"github.com/levee-dev/levee/internal/suggest"
 )
 
 // ParseError is a scenario that cannot be used, in the words of its YAML:

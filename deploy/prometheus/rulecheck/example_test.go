@@ -12,3 +12,10 @@ func ExampleMetricNames() {
 	// Output:
 	// [levee_capacity_requests_per_second levee_offered_requests_per_second] <nil>
 }
+
+func ExampleRunRuleTests() {
+	errs := rulecheck.RunRuleTests("../levee-alerts.test.yml")
+	fmt.Println(len(errs), "failed expectations")
+	// Output:
+	// 0 failed expectations
+}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 func TestSVG(t *testing.T) {
@@ -84,6 +86,33 @@ func TestWriteHTML(t *testing.T) {
 	for _, bad := range []string{"<script", "http://", "https://"} {
 		if strings.Contains(strings.ReplaceAll(s, "http://www.w3.org", ""), bad) {
 			t.Errorf("HTML contains %q: not self-contained or not escaped", bad)
+		}
+	}
+}
+
+// ReportPage draws what a run has: the requests always, the p99 series and
+// the latency distribution when measured, each instance series present.
+func TestReportPage(t *testing.T) {
+	seed := uint64(1)
+	run := report.Run{Name: "r", Protection: "levee",
+		Phases: []report.Phase{{Name: "a", Latency: report.Latency{Quantiles: []report.Quantile{{Q: 0.5, S: 0.001}, {Q: 0.99, S: 0.01}, {Q: 1, S: 0.02}}}}},
+		Series: report.Series{BucketS: 1, OfferedRPS: []float64{1, 2}, AttemptedRPS: []float64{1, 2}, ThrottledRPS: []float64{0, 0},
+			GoodputRPS: []float64{1, 2}, RejectedRPS: []float64{0, 0}, FailedRPS: []float64{0, 0}, P99S: []float64{0.01, 0.02},
+			Instances: []report.InstanceSeries{{Name: "i", ReceivedRPS: []float64{1, 2}, ServedRPS: []float64{1, 2}, RejectedRPS: []float64{0, 0}, ShedLevel: []float64{0, 1}}}},
+	}
+	rep := &report.Report{Tool: "load attack", Seed: &seed, Runs: []report.Run{run}}
+	var b bytes.Buffer
+	if err := WriteReport(&b, rep, ""); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	// requests, p99, distribution, received, served, shed level
+	if n := strings.Count(s, "<svg"); n != 6 {
+		t.Errorf("%d charts, want 6", n)
+	}
+	for _, want := range []string{"levee load attack (seed 1)", "latency of successes by percentile", "shed level", "<pre>load attack"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("page lacks %q", want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package chart
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/levee-dev/levee/tools/report"
@@ -45,6 +46,27 @@ func WriteReport(w io.Writer, r *report.Report, summary string) error {
 	return p.WriteHTML(w)
 }
 
+// distribution charts each phase's latency distribution, x in nines
+// (1 = the 90th percentile, 2 = the 99th, …; the maximum at 5).
+func distribution(run report.Run) (Chart, bool) {
+	c := Chart{Title: run.Name + ": latency of successes by percentile, per phase", XLabel: "nines (1 = p90, 2 = p99, 3 = p99.9; max at 5)", YLabel: "seconds"}
+	for i, p := range run.Phases {
+		if i == maxInstanceLines || len(p.Latency.Quantiles) == 0 {
+			continue
+		}
+		var x, y []float64
+		for _, q := range p.Latency.Quantiles {
+			nines := 5.0
+			if q.Q < 1 {
+				nines = min(5, -math.Log10(1-q.Q))
+			}
+			x, y = append(x, nines), append(y, q.S)
+		}
+		c.Series = append(c.Series, Series{Name: p.Name, X: x, Y: y})
+	}
+	return c, len(c.Series) > 0
+}
+
 func runSection(run report.Run) Section {
 	s := run.Series
 	x0 := s.BucketS / 2
@@ -60,6 +82,9 @@ func runSection(run report.Run) Section {
 	if len(s.P99S) > 0 {
 		charts = append(charts, Chart{Title: run.Name + ": p99 latency of successes (from the scheduled time)",
 			XLabel: "time (s)", YLabel: "seconds", Series: []Series{u("p99", s.P99S)}})
+	}
+	if c, ok := distribution(run); ok {
+		charts = append(charts, c)
 	}
 	insts := s.Instances
 	if len(insts) > maxInstanceLines {

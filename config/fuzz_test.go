@@ -1,0 +1,67 @@
+package config
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/retry"
+	"github.com/levee-dev/levee/throttle"
+)
+
+// FuzzLoad feeds the parser arbitrary files and environments. It must
+// never panic; a file it accepts must validate, come back unchanged
+// through its own YAML form, and build every package's options without
+// their range checks firing; a file it refuses must say why, with a
+// problem that has a message.
+func FuzzLoad(f *testing.F) {
+	f.Add([]byte("version: 1\n"), "")
+	f.Add([]byte(routerFile), "LEVEE_SIGNALS_CPU_TARGET=0.9")
+	f.Add([]byte(baseFile), "LEVEE_ADMIT_QUOTAS={a: {rate: 1}}")
+	f.Add([]byte("version: 1\nadmit:\n  quotas:\n    acme: {rate: 10, burst: 5, by_criticality: {SHEDDABLE: {rate: 1}}}\n"), "LEVEE_HTTP_HEALTH_PATHS=/a,/b")
+	f.Add([]byte("version: 1\nx: &a [*a]\n"), "")
+	f.Add([]byte("version: 1\nadmin: {enabled: true, token: 0123456789abcdef, client_cert: {enabled: true, names: [a]}}\n"), "LEVEE_ADMIN_TOKEN=")
+	f.Add([]byte("version: 1\nhttp:\n  routes:\n    - {name: r, path: /x/, headers: {A: '*'}, networks: [::1]}\n"), "LEVEE_HTTP_ROUTES=[{name: z}]")
+	f.Fuzz(func(t *testing.T, file []byte, env string) {
+		envs := []string{env}
+		cfg, err := Parse("f.yaml", file, WithEnv(envs))
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error %v is not an *Error with problems", err)
+			}
+			for _, p := range ce.Problems {
+				if p.Message == "" {
+					t.Fatalf("problem without a message: %+v", p)
+				}
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted config does not validate: %v", err)
+		}
+		back, err := Parse("g.yaml", cfg.YAML(false), WithEnv(nil))
+		if err != nil {
+			t.Fatalf("its own YAML does not parse: %v\n%s", err, cfg.YAML(false))
+		}
+		if !reflect.DeepEqual(back, cfg) {
+			t.Fatalf("round trip changed the config:\n%s\nback:\n%s", cfg.YAML(false), back.YAML(false))
+		}
+		if d := Diff(cfg, back); len(d) != 0 {
+			t.Fatalf("Diff of equal configs: %v", d)
+		}
+		_ = cfg.JSON()
+		_ = NewRouter(cfg)
+		// The packages' options panic on values out of their ranges: an
+		// accepted config must stay inside them.
+		admit.New(cfg.Admit.Options()...)
+		degrade.New(cfg.Degrade.Options()...)
+		retry.NewBudget(cfg.Client.Budget.Options()...)
+		throttle.New(cfg.Client.Throttle.Options()...)
+		if _, err := cfg.Signals.Set(); err != nil {
+			t.Fatalf("signals of an accepted config: %v", err)
+		}
+	})
+}

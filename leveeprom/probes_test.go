@@ -1,0 +1,31 @@
+package leveeprom
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/leveehttp"
+)
+
+func TestProbeCollector(t *testing.T) {
+	h := leveehttp.NewHandler(http.NotFoundHandler(), admit.New())
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewProbeCollector(h.Probes, WithConstLabels(prometheus.Labels{"server": "api"})))
+	for _, m := range []string{"GET", "HEAD", "POST"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(m, "/healthz", nil))
+	}
+	want := `
+# HELP levee_health_probes_total Health and readiness requests passed through without admission (never shed).
+# TYPE levee_health_probes_total counter
+levee_health_probes_total{server="api"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "levee_health_probes_total"); err != nil {
+		t.Error(err)
+	}
+}

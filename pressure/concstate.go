@@ -1,0 +1,403 @@
+package pressure
+
+import (
+	"github.com/levee-dev/levee/internal/smooth"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// The learning of Concurrency as a step function: concState.step takes
+// one sample period's counts (a window) and moves the learned values, so
+// that tests can drive it with hand-made windows.
+
+// Learning rates, as time constants (see Concurrency for the rules).
+const (
+	serviceDown  = time.Second            // B towards a faster reading
+	serviceUp    = 200 * time.Millisecond // B towards a slower one the shedding did not explain
+	serviceDrift = 10 * time.Second       // B towards a slightly slower normal
+	budgetTau    = 5 * time.Second        // the median budget, in log space
+	budgetForget = time.Minute            // without budgets, forget the learned one
+)
+
+// elasticityWaiting is the elasticity at and above which requests are
+// taken to wait for each other: latency grows at least half as fast as
+// concurrency.
+const elasticityWaiting = 0.5
+
+// queueWeight is the exponent of the queue's excess in the saturated
+// reading (rate ÷ capacity × (queue ÷ allowed)^queueWeight): a queue 16
+// times the allowed one asks for half the rate the bottleneck completes.
+const queueWeight = 0.25
+
+// maxCPUShare caps the CPU share in the contention allowance 1 ÷ (1 − CPU)
+// at a factor of 20; at and above it the CPU is saturated and the signal
+// reads 0 (the CPU signal is above its target).
+const maxCPUShare = 0.95
+
+// numBudgetBuckets log2 buckets of budgets in milliseconds: [0, 1ms),
+// [1, 2ms), [2, 4ms) … up to 2^22 ms (70 minutes) and above.
+const numBudgetBuckets = 24
+
+func budgetBucket(d time.Duration) int {
+	return min(bits.Len64(uint64(d/time.Millisecond)), numBudgetBuckets-1)
+}
+
+// budgetMid returns a bucket's geometric middle, in seconds.
+func budgetMid(i int) float64 {
+	if i == 0 {
+		return 0.0005
+	}
+	return math.Ldexp(math.Sqrt2, i-1) / 1000
+}
+
+// numKBuckets buckets of the concurrency a request started with: one per
+// value up to 8, then four per doubling up to 2^31.
+const numKBuckets = 8 + 28*4
+
+func kBucket(k int64) int {
+	if k <= 8 {
+		return int(max(k, 1) - 1)
+	}
+	k = min(k, 1<<31-1)
+	e := bits.Len64(uint64(k)) - 1 // ≥ 3
+	return 8 + (e-3)*4 + int(k>>(e-2)&3)
+}
+
+// window is one sample period as SampleAt takes it off the request path.
+type window struct {
+	dt       time.Duration
+	inflight float64
+	starts   int64
+	// ended requests by kBucket of the concurrency they started with:
+	// count, sum of concurrency, sum of in-handler ns.
+	n, k, ns [numKBuckets]int64
+	budgets  [numBudgetBuckets]int64
+	cpu      float64
+	frozen   bool
+}
+
+// evidence accumulates windows until there are enough ended requests to
+// tell waiting from a slower service.
+type evidence struct {
+	dur      time.Duration
+	n, k, ns [numKBuckets]int64
+	total    int64
+}
+
+func (e *evidence) add(w *window) {
+	e.dur += w.dt
+	for i := range e.n {
+		e.n[i] += w.n[i]
+		e.k[i] += w.k[i]
+		e.ns[i] += w.ns[i]
+		e.total += w.n[i]
+	}
+}
+
+func (e *evidence) count() int64 { return e.total }
+
+// sums returns the count, concurrency and ns sums of buckets [from, to).
+func (e *evidence) sums(from, to int) (n, k, ns int64) {
+	for i := from; i < to; i++ {
+		n, k, ns = n+e.n[i], k+e.k[i], ns+e.ns[i]
+	}
+	return n, k, ns
+}
+
+// complete reports whether the evidence is enough to learn from: 64 ended
+// requests over at least 250 ms, 16 over 2 s, or whatever 10 s brought.
+func (e *evidence) complete() bool {
+	n := e.count()
+	return n >= 64 && e.dur >= 250*time.Millisecond || n >= 16 && e.dur >= 2*time.Second || e.dur >= 10*time.Second
+}
+
+// latency returns the mean in-handler time in seconds.
+func (e *evidence) latency() float64 {
+	_, _, ns := e.sums(0, numKBuckets)
+	return float64(ns) / 1e9 / float64(e.count())
+}
+
+// elasticity returns d log(latency) ÷ d log(concurrency) between the
+// requests that started with more in flight and those that started with
+// fewer (split at the median): ~0 when latency does not depend on
+// concurrency, ~1 when it grows in proportion (a queue). It is 0 when
+// every request ran alone, and NaN when the two groups are too small or
+// too alike in concurrency to tell.
+func (e *evidence) elasticity() float64 {
+	n := e.count()
+	if n > 0 && e.n[0] == n {
+		return 0 // every request had the handler to itself
+	}
+	// The split: the first bucket by which half the requests are counted
+	// ends the lower group, unless that leaves the upper one empty.
+	m, cum := 0, int64(0)
+	for ; m < numKBuckets; m++ {
+		if cum += e.n[m]; 2*cum >= n {
+			break
+		}
+	}
+	if cum == n {
+		m--
+	}
+	n0, k0, ns0 := e.sums(0, m+1)
+	n1, k1, ns1 := e.sums(m+1, numKBuckets)
+	side := max(2, n/10)
+	if n0 < side || n1 < side || ns0 <= 0 || ns1 <= 0 {
+		return math.NaN()
+	}
+	K0, K1 := float64(k0)/float64(n0), float64(k1)/float64(n1)
+	if K1 < 1.15*K0 {
+		return math.NaN()
+	}
+	r0, r1 := float64(ns0)/float64(n0), float64(ns1)/float64(n1)
+	return math.Log(r1/r0) / math.Log(K1/K0)
+}
+
+// quiet returns the mean in-handler time, in seconds, and the mean
+// concurrency at start of the requests that started with the fewest others
+// in flight: the lowest buckets holding at least a quarter of the
+// requests. They waited least.
+func (e *evidence) quiet() (latency, k float64) {
+	n := e.count()
+	var cn, ck, cns int64
+	for i := range e.n {
+		cn, ck, cns = cn+e.n[i], ck+e.k[i], cns+e.ns[i]
+		if 4*cn >= n {
+			break
+		}
+	}
+	cn = max(cn, 1)
+	return float64(cns) / 1e9 / float64(cn), float64(ck) / float64(cn)
+}
+
+// numStartPeriods sample periods of start counts are kept to count the
+// requests started within the last f·B: 128 default periods, 6.4 s.
+const numStartPeriods = 128
+
+// startRing holds the start counts of the latest sample periods.
+type startRing struct {
+	dt   [numStartPeriods]time.Duration
+	n    [numStartPeriods]int64
+	head int // index of the newest
+	span time.Duration
+	sum  int64
+}
+
+func (r *startRing) push(dt time.Duration, n int64) {
+	r.head = (r.head + 1) % numStartPeriods
+	r.span += dt - r.dt[r.head]
+	r.sum += n - r.n[r.head]
+	r.dt[r.head], r.n[r.head] = dt, n
+}
+
+// within returns the requests started within the last d, counting a part
+// of a period in proportion and, beyond the periods kept, at their mean
+// rate.
+func (r *startRing) within(d time.Duration) float64 {
+	var got float64
+	for i, j := 0, r.head; i < numStartPeriods && d > 0 && r.dt[j] > 0; i, j = i+1, (j+numStartPeriods-1)%numStartPeriods {
+		if d < r.dt[j] {
+			return got + float64(r.n[j])*float64(d)/float64(r.dt[j])
+		}
+		got += float64(r.n[j])
+		d -= r.dt[j]
+	}
+	if d > 0 && r.span > 0 {
+		got += float64(r.sum) * float64(d) / float64(r.span)
+	}
+	return got
+}
+
+// concState is what a Concurrency has learned.
+type concState struct {
+	lastAt time.Time
+	avg    smooth.EWMA // of the value
+	rate   smooth.EWMA // ended requests per second
+	arrive smooth.EWMA // started requests per second
+	starts startRing
+	ev     evidence
+
+	service    float64 // no-wait service time B, seconds; 0 = not learned yet
+	throughput float64 // ended requests per second in the latest evidence
+	elasticity float64
+	latency    float64 // seconds, of the latest complete evidence
+	waiting    bool
+
+	budgetAcc   [numBudgetBuckets]int64
+	budgetN     int64
+	budgetDur   time.Duration
+	budgetQuiet time.Duration // time since the last budget seen
+	budget      float64       // learned median budget, seconds; 0 = unknown
+
+	target                           float64 // latency target T, seconds
+	inflight, served, queue, allowed float64
+	capacityNow                      float64 // while waiting, per second; else 0
+	valueNow                         float64
+	lastCPU                          float64
+	lastFroze                        bool
+}
+
+// contention returns the latency factor CPU sharing explains at CPU share u.
+func contention(u float64) float64 {
+	return 1 / (1 - math.Min(math.Max(u, 0), maxCPUShare))
+}
+
+// step moves the state by one window.
+func (s *concState) step(w *window, cfg concConfig) {
+	s.lastCPU, s.lastFroze = w.cpu, w.frozen
+	var ended int64
+	for _, n := range w.n {
+		ended += n
+	}
+	X := s.rate.Update(float64(ended)/w.dt.Seconds(), w.dt)
+	lambda := s.arrive.Update(float64(w.starts)/w.dt.Seconds(), w.dt)
+	s.starts.push(w.dt, w.starts)
+	s.ev.add(w)
+	if s.ev.complete() {
+		if s.ev.count() >= 4 {
+			s.learn(cfg, w.cpu, w.frozen)
+		}
+		s.ev = evidence{}
+	}
+	s.learnBudget(w)
+	s.target = s.latencyTarget(cfg)
+	if s.service == 0 {
+		return // no value before the service time is known
+	}
+	f := contention(w.cpu)
+	s.inflight = w.inflight
+	capacity := math.Max(X, s.throughput)
+	s.capacityNow = 0
+	if s.waiting {
+		s.capacityNow = capacity
+		// Requests wait for the bottleneck, which serves as many as its
+		// throughput × the service time at once. The throughput is the
+		// larger of the evidence window's and the last few periods': the
+		// evidence may include periods in which shedding left the
+		// bottleneck idle.
+		s.served = math.Min(s.inflight, f*s.service*capacity)
+	} else {
+		// Nobody waits: every request started within f·B is in service
+		// (a traffic step adds them as they come), but not more than ratio
+		// times what the completions explain (a flood far above what the
+		// handler completes is waiting, well before the next evidence
+		// says so), and not fewer (after shedding cuts the starts, the
+		// requests already in flight are still being served).
+		done := f * s.service * X
+		s.served = math.Min(s.inflight, math.Min(math.Max(s.starts.within(seconds(f*s.service)), done), cfg.ratio*done))
+	}
+	s.queue = math.Max(0, s.inflight-s.served)
+	s.allowed = math.Max(float64(cfg.minQueue), (s.target/s.service-1)*s.served)
+	raw := s.queue / s.allowed
+	if s.waiting && capacity > 0 {
+		// The bottleneck is saturated: read the rate let in against what
+		// it completes, weighted by how far the queue is from the allowed
+		// one. Admitting less shows at once (a queue drains only at the
+		// bottleneck's pace: read as a queue alone, the value would stay
+		// high for the whole drain and have the controller cut for all of
+		// it), and the queue settles where the target puts it.
+		raw = lambda / capacity * math.Pow(s.queue/s.allowed, queueWeight)
+	}
+	if w.cpu >= maxCPUShare {
+		// A saturated CPU explains any wait in the handler; the CPU signal
+		// speaks for it, and counting it twice would cut twice as deep.
+		raw = 0
+	}
+	s.valueNow = s.avg.Update(raw, w.dt)
+}
+
+// learn updates the service time, the throughput and the waiting verdict
+// from one complete evidence window.
+func (s *concState) learn(cfg concConfig, cpu float64, frozen bool) {
+	ev := &s.ev
+	R := ev.latency()
+	e := ev.elasticity()
+	s.latency, s.elasticity = R, e
+	s.throughput = float64(ev.count()) / ev.dur.Seconds()
+	f := contention(cpu)
+	tol := 1 + (cfg.ratio-1)/2
+	q, kq := ev.quiet()
+	switch {
+	case s.service == 0:
+		s.service = q
+	case q < s.service:
+		s.service += smooth.Alpha(ev.dur, serviceDown) * (q - s.service)
+	case !frozen && (e < elasticityWaiting || kq <= 2):
+		// Slower, and not because requests wait for each other (latency
+		// does not grow with concurrency, or the requests that waited
+		// least had at most one other in flight): the service itself is
+		// slower. Follow it quickly when the difference is large (shedding
+		// cannot help), slowly when it is within the tolerance.
+		tau := serviceDrift
+		if q > tol*s.service*f {
+			tau = serviceUp
+		}
+		s.service += smooth.Alpha(ev.dur, tau) * (q - s.service)
+	}
+	s.waiting = R > tol*s.service*f && !(e < elasticityWaiting)
+}
+
+// learnBudget accumulates the callers' budgets and updates their median
+// once there are enough of them.
+func (s *concState) learnBudget(w *window) {
+	var n int64
+	for i, c := range w.budgets {
+		s.budgetAcc[i] += c
+		n += c
+	}
+	s.budgetN += n
+	s.budgetDur += w.dt
+	if n > 0 {
+		s.budgetQuiet = 0
+	} else if s.budgetQuiet += w.dt; s.budgetQuiet >= budgetForget {
+		s.budget = 0
+	}
+	if s.budgetN < 16 && (s.budgetN == 0 || s.budgetDur < 10*time.Second) {
+		return
+	}
+	if s.budgetN > 0 && !w.frozen {
+		half, cum, mid := (s.budgetN+1)/2, int64(0), 0.0
+		for i, c := range s.budgetAcc {
+			if cum += c; cum >= half {
+				mid = budgetMid(i)
+				break
+			}
+		}
+		if s.budget == 0 {
+			s.budget = mid
+		} else {
+			s.budget = math.Exp(math.Log(s.budget) + smooth.Alpha(s.budgetDur, budgetTau)*(math.Log(mid)-math.Log(s.budget)))
+		}
+	}
+	s.budgetAcc, s.budgetN, s.budgetDur = [numBudgetBuckets]int64{}, 0, 0
+}
+
+// latencyTarget returns T = clamp(ratio × B, floor, ceiling), the ceiling
+// lowered to half the callers' median budget but not below 1.5 × B (see
+// Concurrency).
+func (s *concState) latencyTarget(cfg concConfig) float64 {
+	if s.service == 0 {
+		return 0
+	}
+	tol := 1 + (cfg.ratio-1)/2
+	hi := cfg.ceilT.Seconds()
+	if s.budget > 0 {
+		hi = math.Min(hi, s.budget/2)
+	}
+	hi = math.Max(hi, tol*s.service)
+	return math.Max(math.Min(cfg.ratio*s.service, hi), cfg.floorT.Seconds())
+}
+
+func (s *concState) readingAt(now time.Time) ConcurrencyReading {
+	return ConcurrencyReading{
+		Time: now, Value: s.valueNow,
+		InFlight: s.inflight, Served: s.served, Queue: s.queue, Allowed: s.allowed,
+		Throughput: s.throughput,
+		Latency:    seconds(s.latency), ServiceTime: seconds(s.service), LatencyTarget: seconds(s.target),
+		Budget: seconds(s.budget), Elasticity: s.elasticity, Waiting: s.waiting,
+		CPU: s.lastCPU, Frozen: s.lastFroze,
+	}
+}
+
+func seconds(x float64) time.Duration { return time.Duration(x * 1e9) }
