@@ -59,7 +59,8 @@
 //	  S = R − A → tenants (an IPv6 /48 sending more than a fair share counts
 //	        as one: WithPeerGroups) above 2 fair shares on evidence, cut to a
 //	        paced rate, booked at their exact counts once listed → ladder →
-//	        per-rank fractions, the partly shed rank paced for unlisted tenants;
+//	        per-rank fractions, the partly shed rank as a per-period count for
+//	        unlisted tenants, of which retries take only the first half;
 //	        a boundary with every lower level shed is held while what is left
 //	        to shed is ≤ 5% of A (the load error it leaves is not integrated),
 //	        so a more critical level does not pay for every period's noise
@@ -81,7 +82,7 @@
 // (levee.Call.Peer), and applies the plan: per rank all, none or a
 // counter-based (Weyl sequence) fraction; for a listed tenant or group,
 // its own cut as a paced rate (a lock-free GCRA) before the ladder; for
-// unlisted tenants in the partly shed rank, a paced rate too, so that
+// unlisted tenants in the partly shed rank, a per-period count, so that
 // admissions follow the aim whatever the arrivals do.
 // Ticket.Wait then takes a run slot (two atomic operations while one is
 // free and nobody waits) or queues the request, in arrival order, until a
