@@ -248,13 +248,13 @@ func TestCombineSignals(t *testing.T) {
 		wantLoad float64
 		wantOver []bool // per period
 	}{
-		{"CPU over its target, nothing waits: busy, not overloaded (until it persists 2 s)", []SignalState{cpu(0.97), queue(0.001), sched(0.002)}, []bool{true, false, false}, utilPersist, 0.97 / 0.95,
-			append(make([]bool, utilPersist-1), true)},
-		{"CPU over its target and a queue at half its target: overloaded", []SignalState{cpu(0.97), queue(0.005), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
-			[]bool{true, true, true}},
-		{"CPU alone, no delay signal: over its target is overload", []SignalState{cpu(0.97)}, []bool{true}, 2, 0.97 / 0.95, []bool{true, true}},
+		{"CPU over its target, nothing waits: busy, not overloaded (until it persists 2 s)", []SignalState{cpu(0.97), queue(0.001), sched(0.002)}, []bool{true, false, false}, utilPersist + 1, 0.97 / 0.95,
+			append(make([]bool, utilPersist), true)},
+		{"CPU over its target and a queue at half its target: overloaded from the 2nd period", []SignalState{cpu(0.97), queue(0.005), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
+			[]bool{false, true, true}},
+		{"CPU alone, no delay signal: over its target is overload from the 2nd period", []SignalState{cpu(0.97)}, []bool{true}, 2, 0.97 / 0.95, []bool{false, true}},
 		{"a queue over its target, CPU low (a slow dependency): overloaded", []SignalState{cpu(0.2), queue(0.030)}, []bool{true, false}, 2, 3, []bool{true, true}},
-		{"a delay signal without a reading confirms nothing, and is not asked", []SignalState{cpu(0.97), queue(nan)}, []bool{true, false}, 2, 0.97 / 0.95, []bool{true, true}},
+		{"a delay signal without a reading confirms nothing, and is not asked", []SignalState{cpu(0.97), queue(nan)}, []bool{true, false}, 2, 0.97 / 0.95, []bool{false, true}},
 		{"everything below target", []SignalState{cpu(0.5), queue(0.004)}, []bool{true, false}, 12, 0.5 / 0.95, make([]bool, 12)},
 		{"no reading at all", []SignalState{cpu(nan), queue(nan)}, []bool{true, false}, 2, 0, []bool{false, false}},
 		{"an infinite delay counts as far over", []SignalState{queue(math.Inf(1))}, []bool{false}, 2, 100, []bool{true, true}},
