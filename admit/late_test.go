@@ -119,6 +119,16 @@ func (d overloadDriver) run(dur time.Duration, step func()) (sheddable, rejected
 	return sheddable, rejected
 }
 
+// quietAfter runs 5 s, then checks that the second after it rejects no
+// SHEDDABLE request.
+func (d overloadDriver) quietAfter(t *testing.T, what string) {
+	t.Helper()
+	d.run(5*time.Second, nil)
+	if _, rej := d.run(time.Second, nil); rej != 0 {
+		t.Errorf("%s: %d SHEDDABLE rejected 5–6 s later, want 0", what, rej)
+	}
+}
+
 // TestAdmitStepsWithoutRun: a Controller whose Run was never started used
 // to never shed and say nothing. Admit now steps it when no Step has run
 // for two periods, and logs that once.
@@ -141,10 +151,7 @@ func TestAdmitStepsWithoutRun(t *testing.T) {
 		t.Errorf("logged the missing Run %d times, want once:\n%s", got, buf.String())
 	}
 	g.set(0.2)
-	d.run(5*time.Second, nil)
-	if _, rej := d.run(time.Second, nil); rej != 0 {
-		t.Errorf("back below target: %d SHEDDABLE rejections, want 0", rej)
-	}
+	d.quietAfter(t, "back below target")
 }
 
 // TestRunStopped: after Run's ctx is done, the last plan used to stay in
@@ -168,10 +175,7 @@ func TestRunStopped(t *testing.T) {
 		t.Fatal("Run left the controller marked running")
 	}
 	g.set(0)
-	d.run(5*time.Second, nil)
-	if _, rej := d.run(time.Second, nil); rej != 0 {
-		t.Errorf("Run stopped, signal at 0: %d SHEDDABLE rejected 5–6 s later, want 0", rej)
-	}
+	d.quietAfter(t, "Run stopped, signal at 0")
 }
 
 // TestPlanExpires: a plan that no Step refreshes is applied for planLife
