@@ -50,6 +50,9 @@ func TestLeveeTrust(t *testing.T) {
 	if got := snap.Admitted[levee.Critical]; got != 3 {
 		t.Errorf("admitted CRITICAL = %d, want 3 (the untrusted callers, capped)", got)
 	}
+	if by := srv.Report().AdmittedBy; by["CRITICAL_PLUS"] != 3 || by["CRITICAL"] != 3 || len(by) != 2 {
+		t.Errorf("Report().AdmittedBy = %v, want CRITICAL_PLUS 3, CRITICAL 3", by)
+	}
 	if _, err := New(Options{Protection: Levee, Levee: LeveeOptions{Trust: []string{"127.0.0.0/33"}}}); err == nil || !strings.Contains(err.Error(), "127.0.0.0/33") {
 		t.Errorf("New with a malformed network: err = %v, want one naming it", err)
 	}

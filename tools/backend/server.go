@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 )
 
@@ -257,9 +258,12 @@ type Report struct {
 	// waiting for a CPU in the kernel (schedstat): the share of the machine
 	// taken by other work.
 	RunDelay time.Duration `json:"run_delay"`
-	// Admitted and Rejected are the controller's cumulative counters.
-	Admitted uint64 `json:"admitted"`
-	Rejected uint64 `json:"rejected"`
+	// Admitted and Rejected are the controller's cumulative counters;
+	// AdmittedBy splits Admitted by the criticality the controller saw
+	// (an untrusted caller's capped at CRITICAL).
+	Admitted   uint64            `json:"admitted"`
+	Rejected   uint64            `json:"rejected"`
+	AdmittedBy map[string]uint64 `json:"admitted_by,omitempty"`
 	// Panics counts the handler panics net/http recovered and logged to
 	// ErrorLog; ServerErrors counts everything it logged there by kind.
 	Panics       int64            `json:"panics"`
@@ -299,8 +303,12 @@ func (s *Server) Report() Report {
 	}
 	s.mu.Unlock()
 	snap := s.ctrl.Snapshot()
+	r.AdmittedBy = map[string]uint64{}
 	for c := range snap.Admitted {
 		r.Admitted += snap.Admitted[c]
+		if snap.Admitted[c] > 0 {
+			r.AdmittedBy[levee.Criticality(c).String()] = snap.Admitted[c]
+		}
 		for _, v := range snap.Rejected[c] {
 			r.Rejected += v
 		}
