@@ -1,4 +1,4 @@
-package mixed
+package lab
 
 import (
 	"context"
@@ -15,9 +15,10 @@ import (
 // requests a second from its second s on (100 ms buckets).
 func run(variant string, rep int, good float64, crits, tenants []report.Class, recoverAt int, served float64) Run {
 	phases := []report.Phase{
-		{Name: "warm", StartS: 0, EndS: 5, Rates: report.Rates{OfferedRPS: 50, AttemptedRPS: 50, GoodputRPS: 50}},
+		{Name: "warm", StartS: 0, EndS: 5, Rates: report.Rates{OfferedRPS: 50, AttemptedRPS: 50, GoodputRPS: 50},
+			Latency: report.Latency{P50: 0.05}},
 		{Name: "over", StartS: 5, EndS: 15, Rates: report.Rates{OfferedRPS: 300, AttemptedRPS: 600, GoodputRPS: good},
-			ByCriticality: crits, ByTenant: tenants},
+			ByCriticality: crits, ByTenant: tenants, Latency: report.Latency{P50: 0.2}},
 		{Name: "after", StartS: 15, EndS: 20, Rates: report.Rates{OfferedRPS: 50, AttemptedRPS: 50, GoodputRPS: 50}},
 	}
 	in := report.InstanceSeries{Name: "backend", ServedRPS: make([]float64, 200), ReceivedRPS: make([]float64, 200)}
@@ -52,6 +53,8 @@ func TestFigures(t *testing.T) {
 		{"the small tenants", ClassServed("over", "n1", "n2"), 0.98},
 		{"recovery after over", Recovery("over"), 1},
 		{"no such phase", Goodput("nope"), 0},
+		{"p50 over", P50("over"), 0.2},
+		{"p50 over ÷ warm", P50Ratio("over", "warm"), 4},
 	}
 	for _, tt := range tests {
 		if got := tt.f(r); !near(got, tt.want) {
@@ -60,6 +63,9 @@ func TestFigures(t *testing.T) {
 	}
 	if got := ClassServed("over", "SHEDDABLE_PLUS")(r); !math.IsNaN(got) {
 		t.Errorf("a class never offered: %v, want NaN", got)
+	}
+	if got := P50Ratio("over", "after")(r); !math.IsNaN(got) {
+		t.Errorf("p50 ratio to a phase with no latency: %v, want NaN", got)
 	}
 	// Served at 94% of the load after: never recovered.
 	if got := Recovery("over")(run("a", 1, 90, nil, nil, 0, 47)); got != Never {
@@ -129,7 +135,7 @@ func TestLabs(t *testing.T) {
 	if len(nb.Variants[0].Mix.Tenants) != NeighbourCount+1 || !near(big/all*5.3, 5) {
 		t.Errorf("neighbour mix: %d tenants, the big one %.3f× of 5.3×, want %d and 5×", len(nb.Variants[0].Mix.Tenants), big/all*5.3, NeighbourCount+1)
 	}
-	for _, lab := range []*Lab{ten, Ladder(), nb} {
+	for _, lab := range []*Lab{ten, Ladder(), nb, CPUBound(time.Millisecond), CPUBound(20 * time.Millisecond)} {
 		ph := lab.Schedule(200, 0.1)
 		over := false
 		for i, p := range ph {
@@ -138,7 +144,7 @@ func TestLabs(t *testing.T) {
 			}
 			over = over || p.Name == lab.Overload
 		}
-		if !over || len(lab.Trust) == 0 || len(lab.Checks) == 0 {
+		if !over || len(lab.Checks) == 0 || (len(lab.Trust) == 0) != strings.HasPrefix(lab.Name, "cpu-bound") {
 			t.Errorf("%s: overload phase %q in the schedule %v, trust %v, %d checks", lab.Name, lab.Overload, over, lab.Trust, len(lab.Checks))
 		}
 	}
