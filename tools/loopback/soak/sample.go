@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"sort"
 	"strconv"
 	"time"
 
@@ -174,28 +173,10 @@ func Flat(name string, samples []Sample, warmup, window float64) Flatness {
 		f.LowestW, f.HighestW = min(f.LowestW, m), max(f.HighestW, m)
 		f.Deviation = max(f.Deviation, math.Abs(m-f.Median)/f.Median)
 	}
-	f.GrowthPerMin = slope(xt, xs) * 60 / f.Median
+	if _, b, ok := report.FitLine(xt, xs); ok && len(xt) > 1 {
+		f.GrowthPerMin = b * 60 / f.Median
+	}
 	return f
-}
-
-// slope is the least-squares slope of ys over xs.
-func slope(xs, ys []float64) float64 {
-	n := float64(len(xs))
-	if n < 2 {
-		return 0
-	}
-	var sx, sy, sxx, sxy float64
-	for i := range xs {
-		sx += xs[i]
-		sy += ys[i]
-		sxx += xs[i] * xs[i]
-		sxy += xs[i] * ys[i]
-	}
-	d := n*sxx - sx*sx
-	if d == 0 {
-		return 0
-	}
-	return (n*sxy - sx*sy) / d
 }
 
 // sampler samples the backend every period until ctx is done: /proc on
@@ -246,26 +227,21 @@ func (s *sampler) run(ctx context.Context) Samples {
 // every calls f with the seconds since the start once a period until ctx
 // is done or f returns false.
 func (s *sampler) every(ctx context.Context, f func(t float64) bool) {
-	tick := time.NewTicker(s.period)
+	every(ctx, s.period, func(now time.Time) bool { return f(now.Sub(s.start).Seconds()) })
+}
+
+// every calls f once a period until ctx is done or f returns false.
+func every(ctx context.Context, period time.Duration, f func(now time.Time) bool) {
+	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-		}
-		if !f(time.Since(s.start).Seconds()) {
-			return
+		case now := <-tick.C:
+			if !f(now) {
+				return
+			}
 		}
 	}
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

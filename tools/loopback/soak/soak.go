@@ -3,7 +3,9 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,18 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// The untrusted clients' idle connections are closed every second,
 	// so that their requests keep coming from new addresses.
 	cctx, stopClosing := context.WithCancel(ctx)
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-cctx.Done():
-				return
-			case <-t.C:
-				clients.CloseIdle()
-			}
-		}
-	}()
+	go every(cctx, time.Second, func(time.Time) bool { clients.CloseIdle(); return true })
 
 	four := []load.Share{{Name: "CRITICAL_PLUS", Weight: 1}, {Name: "CRITICAL", Weight: 1}, {Name: "SHEDDABLE_PLUS", Weight: 1}, {Name: "SHEDDABLE", Weight: 1}}
 	lr, err := load.Run(ctx, load.Config{
@@ -322,11 +313,11 @@ func (r *Result) Text() string {
 	}
 	fmt.Fprintf(&b, "backend alive %v, handler panics %d, net/http complaints %v\n", r.Alive, r.Panics, r.ServerErrors)
 	b.WriteString("hostile header sets (answers):\n")
-	for _, k := range sortedKeys(r.Headers) {
+	for _, k := range slices.Sorted(maps.Keys(r.Headers)) {
 		fmt.Fprintf(&b, "  %-28s %v\n", k, r.Headers[k])
 	}
 	b.WriteString("raw exchanges (outcomes):\n")
-	for _, k := range sortedKeys(r.Raw) {
+	for _, k := range slices.Sorted(maps.Keys(r.Raw)) {
 		fmt.Fprintf(&b, "  %-32s %v\n", k, r.Raw[k])
 	}
 	return b.String()
