@@ -30,15 +30,15 @@ import (
 //     criticalities from callers levee trusts (the peers ignore
 //     criticality), beside levee with the same load and no criticality.
 //
-// About 35 minutes on a quiet 2-CPU machine:
+// About 25 minutes on a quiet 2-CPU machine:
 //
 //	cd bench && LEVEE_BENCH_SHAPES=1 GOWORK=off go test -run TestShapes -v -timeout 60m ./goodput
 //
-// LEVEE_BENCH_SHAPES_SHORT=1 runs one round of short phases (about 6
+// LEVEE_BENCH_SHAPES_SHORT=1 runs one round of short phases (about 4
 // minutes), to check the harness.
 func TestShapes(t *testing.T) {
 	if os.Getenv("LEVEE_BENCH_SHAPES") != "1" {
-		t.Skip("loopback shapes comparison: set LEVEE_BENCH_SHAPES=1 (about 35 minutes, 2 CPUs)")
+		t.Skip("loopback shapes comparison: set LEVEE_BENCH_SHAPES=1 (about 25 minutes, 2 CPUs)")
 	}
 	repeat, scale := 3, 1.0
 	sd := slowdep.Schedule{Fast: 10 * time.Second, Slow: 20 * time.Second, After: 10 * time.Second}

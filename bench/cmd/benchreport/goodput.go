@@ -14,7 +14,7 @@ func goodput() (string, error) {
 }
 
 // shapes runs the comparison on other shapes of service (TestShapes: a
-// slow dependency, long requests, mixed criticality; about 35 minutes)
+// slow dependency, long requests, mixed criticality; about 25 minutes)
 // and returns its tables.
 func shapes() (string, error) {
 	return loopbackTable("TestShapes", "LEVEE_BENCH_SHAPES", "goodput/shapes.md", "60m")

@@ -1,9 +1,9 @@
 // Command benchreport runs levee's side-by-side benchmarks and rewrites the
 // tables in bench/README.md between their markers. Run it from bench/:
 //
-//	go run ./cmd/benchreport            # hot path, goodput and shapes, ~45 minutes
+//	go run ./cmd/benchreport            # hot path, goodput and shapes, ~35 minutes
 //	go run ./cmd/benchreport -hotpath   # hot path only, ~2 minutes
-//	go run ./cmd/benchreport -shapes    # the other shapes of service only, ~35 minutes
+//	go run ./cmd/benchreport -shapes    # the other shapes of service only, ~25 minutes
 //
 // Every number in a table comes from the same run on the same machine; the
 // tables state ratios (to a bare time.Now(), to the unprotected server)

@@ -4,9 +4,9 @@
 // pinned processes, three alternated runs of each variant, medians with
 // their spread. On a quiet 2-CPU machine:
 //
-//	go test -tags realtime -run TestCPUBound -count=1 -v -timeout 30m ./tools/loopback/lab/      # ~12 min
-//	go test -tags realtime -run TestRejectionCost -count=1 -v ./tools/loopback/lab/              # ~1 min
-//	go test -tags realtime -run 'TestTenants|TestLadder|TestNeighbour' -count=1 -v -timeout 30m ./tools/loopback/lab/   # ~7 min
+//	go test -tags realtime -run TestCPUBound -count=1 -v -timeout 30m ./tools/loopback/lab/      # ~10 min
+//	go test -tags realtime -run TestRejectionCost -count=1 -v ./tools/loopback/lab/              # ~30 s
+//	go test -tags realtime -run 'TestTenants|TestLadder|TestNeighbour' -count=1 -v -timeout 30m ./tools/loopback/lab/   # ~6 min
 //
 // LAB_REPEAT (default 3) sets the repetitions, LAB_SCALE (default 1)
 // multiplies the phases' lengths, LAB_WORK (default "1ms,20ms") the CPU
