@@ -20,8 +20,8 @@ type Ticket struct {
 	start int64  // start of service (the controller's scale), if timed
 	route uint64 // route hash
 	// flags packs the degrade level (low 8 bits), done, real-clock start,
-	// a run slot held, timed and the criticality (bits 12–13): four fields
-	// keep a Ticket in registers on return.
+	// a run slot held, timed, the criticality (bits 12–13) and would
+	// (dry-run): four fields keep a Ticket in registers on return.
 	flags uint32
 }
 
@@ -32,6 +32,7 @@ const (
 	ticketTimed = 1 << 11 // measured for the route's service time
 	ticketCrit  = 12      // shift of the criticality
 	ticketCritM = 3 << ticketCrit
+	ticketWould = 1 << 14 // dry-run: admitted, though it would have been rejected
 )
 
 // Admit decides whether to start the request described by ctx (its
@@ -41,6 +42,8 @@ const (
 // met (the time left is below the route's learned service time, on strong
 // evidence: see WithRoute), Quota when the tenant is over its
 // quota, and Overloaded when the request falls in the part being shed.
+// In dry-run (SetDryRun) it rejects nothing: such a request is admitted
+// and counted in Snapshot.WouldReject instead.
 //
 // Admit reads the coarse clock that Run and every 16th Admit refresh
 // (to within 10 ms when idle) instead of reading the clock itself. It takes
@@ -110,25 +113,61 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 	if call.Attempt > 0 {
 		c.retried.Add(1)
 	}
-	if ctx.Err() != nil {
-		c.rejected[cr][levee.Deadline].Add(1)
-		return Ticket{}, c.errDeadline
+	route, probe, rej := c.decide(ctx, &call, cr, n, now, off)
+	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level())) | uint32(cr)<<ticketCrit}
+	if rej != nil {
+		// In dry-run a request whose time is up is refused all the same
+		// (counted as a would-be rejection): its answer reaches nobody.
+		if c.refuse(cr, rej.Reason) || rej == c.errGone {
+			return Ticket{}, rej
+		}
+		t.flags |= ticketWould
 	}
-	route := c.defRoute
+	if probe || (n*serviceMul)>>(64-serviceShift) == 0 {
+		t.flags |= ticketTimed
+		if real {
+			t.flags |= ticketReal
+			t.start = c.clk.now()
+		} else {
+			t.start = now
+		}
+	}
+	return t, nil
+}
+
+// refuse counts a rejection of a request of criticality cr for reason and
+// reports whether to reject it: in dry-run it is counted as one that
+// would have been rejected, and the request goes on (see SetDryRun).
+func (c *Controller) refuse(cr levee.Criticality, reason levee.Reason) bool {
+	if c.dry.Load() {
+		c.would[cr][reason].Add(1)
+		return false
+	}
+	c.rejected[cr][reason].Add(1)
+	return true
+}
+
+// decide runs the accept path's checks on the n-th request of
+// criticality cr, in the order of sacrifice, and returns its route, whether
+// it is admitted as a service-time probe, and the rejection it gets (nil:
+// admitted). It counts nothing but the tenant samples: the caller counts
+// the rejection (refuse).
+func (c *Controller) decide(ctx context.Context, call *levee.Call, cr levee.Criticality, n uint64, now, off int64) (route uint64, probe bool, rej *levee.RejectedError) {
+	route = c.defRoute
 	if c.routeFn != nil {
 		route = fairq.Hash(c.seed, c.routeFn(ctx))
 	}
-	probe := false
+	if ctx.Err() != nil {
+		return route, false, c.errGone
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		left := int64(dl.Sub(c.origin)) + off - now
 		if left <= 0 {
-			c.rejected[cr][levee.Deadline].Add(1)
-			return Ticket{}, c.errDeadline
+			return route, false, c.errGone
 		}
 		if c.routes.cannotMeet(route, left, now) {
 			if n%probeEvery != 0 {
-				c.rejected[cr][levee.Deadline].Add(1)
-				return Ticket{}, c.errDeadline
+				return route, false, c.errDeadline
 			}
 			probe = true // admitted anyway and measured: a wrong estimate heals
 		}
@@ -142,9 +181,10 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 	}
 	var key, l1, l2 uint64
 	if call.Tenant != "" {
+		qs := c.quotas.Load()
 		sampled := (n*tenantMul)>>(64-c.sampleShift.Load()) == 0
 		listing := p != nil && p.hasTenants
-		if sampled || listing || c.quotas != nil {
+		if sampled || listing || qs != nil {
 			key = fairq.Key(fairq.Hash(c.seed, call.Tenant))
 		}
 		if (sampled || listing) && call.Peer.IsValid() && c.cfg.groups != 0 {
@@ -160,33 +200,21 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 				c.ring.Add(fairq.Sample(key, int(cr)))
 			}
 		}
-		if c.quotas != nil {
-			if q := c.quotas[call.Tenant]; q != nil {
+		if qs != nil {
+			if q := (*qs)[call.Tenant]; q != nil {
 				if wait, ok := q.take(cr, now); !ok {
-					c.rejected[cr][levee.Quota].Add(1)
-					return Ticket{}, &c.quotaTable[raIndex(time.Duration(wait))]
+					return route, probe, &c.quotaTable[raIndex(time.Duration(wait))]
 				}
 			}
 		}
 		if rej := c.limitTenant(call.Tenant, cr, now); rej != nil {
-			return Ticket{}, rej
+			return route, probe, rej
 		}
 	}
 	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now, call.Attempt > 0) {
-		c.rejected[cr][levee.Overloaded].Add(1)
-		return Ticket{}, c.overErr[cr].Load()
+		return route, probe, c.overErr[cr].Load()
 	}
-	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level())) | uint32(cr)<<ticketCrit}
-	if probe || (n*serviceMul)>>(64-serviceShift) == 0 {
-		t.flags |= ticketTimed
-		if real {
-			t.flags |= ticketReal
-			t.start = c.clk.now()
-		} else {
-			t.start = now
-		}
-	}
-	return t, nil
+	return route, probe, nil
 }
 
 // Done reports that the admitted work finished with err: nil for success; a
@@ -278,7 +306,10 @@ func (t *Ticket) DegradeLevel() degrade.Level { return degrade.Level(int8(uint8(
 // the request must not start: Reason Deadline when ctx ended while it
 // waited or its time left fell below its route's service time, Overloaded
 // when it waited longer than the run queue allows. The rejection is
-// counted like one from Admit; call Done anyway or not, it is a no-op.
+// counted like one from Admit; call Done anyway or not, it is a no-op. In
+// dry-run a wait ends only in a slot, or in a Deadline error when its
+// caller has gone (counted in Snapshot.CallerGone): see the package
+// documentation's "Dry-run".
 //
 // While the server is not busy Wait is one atomic load; otherwise the
 // common case (nobody waiting, a slot free) is two atomic additions (one
@@ -298,29 +329,52 @@ func (t *Ticket) Wait(ctx context.Context) error {
 		t.flags |= ticketSlot
 		return nil
 	}
-	cr := levee.Criticality((t.flags & ticketCritM) >> ticketCrit)
 	ok, timedOut := q.wait(ctx, c.clk.now())
 	if !ok {
-		t.flags |= ticketDone
 		if timedOut {
-			c.rejected[cr][levee.Overloaded].Add(1)
-			return c.overErr[cr].Load()
+			return t.refuse(levee.Overloaded)
 		}
-		c.rejected[cr][levee.Deadline].Add(1)
-		return c.errDeadline
+		if c.dry.Load() {
+			// Dry-run: the caller has gone while its request waited
+			// behind requests live shedding would have refused; not a
+			// decision live would make, so not counted as one.
+			t.flags |= ticketDone
+			c.gone.Add(1)
+			return c.errGone
+		}
+		return t.refuse(levee.Deadline)
 	}
 	t.flags |= ticketSlot
 	now := c.clk.now()
-	if dl, has := ctx.Deadline(); has {
+	// In dry-run the wait was behind requests live shedding would have
+	// refused: no decision is made on it, the request runs.
+	if dl, has := ctx.Deadline(); has && !c.dry.Load() {
 		if left := int64(dl.Sub(c.origin)) - now; left <= 0 || c.routes.cannotMeet(t.route, left, now) {
-			t.flags = t.flags&^ticketSlot | ticketDone
+			t.flags &^= ticketSlot
 			q.release()
-			c.rejected[cr][levee.Deadline].Add(1)
-			return c.errDeadline
+			return t.refuse(levee.Deadline)
 		}
 	}
 	if t.flags&ticketReal != 0 {
 		t.start = now // service time counts from the start, not the queue
 	}
 	return nil
+}
+
+// refuse rejects the ticket, which holds no slot, at the run queue for
+// reason: it returns the rejection, or in dry-run nil (the request runs,
+// outside the bound, counted as one that would have been rejected: a
+// wait expired by a Step just before dry-run was switched on).
+func (t *Ticket) refuse(reason levee.Reason) error {
+	c := t.c
+	cr := levee.Criticality((t.flags & ticketCritM) >> ticketCrit)
+	if !c.refuse(cr, reason) {
+		t.flags |= ticketWould
+		return nil
+	}
+	t.flags |= ticketDone
+	if reason == levee.Overloaded {
+		return c.overErr[cr].Load()
+	}
+	return c.errDeadline
 }

@@ -32,6 +32,7 @@ type config struct {
 	runBound int           // fixed bound; ≤ 0: learned
 	groups   PeerGroups
 	tenants  TenantLimiter // consulted after quotas (fleetquota.go)
+	dryRun   bool
 }
 
 type tenantQuota struct {
@@ -104,15 +105,12 @@ func WithRoute(f func(ctx context.Context) string) Option {
 }
 
 // WithQuota limits tenant to q. Later calls for the same tenant replace
-// earlier ones. The tenant must not be empty, and every Rate and Burst of
-// q must be finite and ≥ 0 (see Limit).
+// earlier ones; SetQuotas replaces them all at run time. The tenant must
+// not be empty, and every Rate and Burst of q must be finite and ≥ 0 (see
+// Limit).
 func WithQuota(tenant string, q Quota) Option {
 	return func(c *config) {
-		option.Check(tenant != "", "admit", "WithQuota", "the tenant must not be empty", tenant, q)
-		checkLimit(tenant, q, "", Limit{q.Rate, q.Burst})
-		for cr, l := range q.ByCriticality {
-			checkLimit(tenant, q, "ByCriticality["+levee.Criticality(cr).String()+"].", l)
-		}
+		option.Check(quotaProblem(tenant, q) == "", "admit", "WithQuota", quotaProblem(tenant, q), tenant, q)
 		for i := range c.quotas {
 			if c.quotas[i].tenant == tenant {
 				c.quotas[i].q = q
@@ -123,12 +121,37 @@ func WithQuota(tenant string, q Quota) Option {
 	}
 }
 
-// checkLimit panics unless l's Rate and Burst are in range; field names l
-// within q.
-func checkLimit(tenant string, q Quota, field string, l Limit) {
-	option.Check(l.Rate >= 0 && !math.IsInf(l.Rate, 0), "admit", "WithQuota",
-		field+"Rate must be finite and ≥ 0 (0 means no limit)", tenant, q)
-	option.Check(l.Burst >= 0, "admit", "WithQuota", field+"Burst must be ≥ 0 (0 means max(1, Rate))", tenant, q)
+// quotaProblem says what is wrong with tenant's quota q, or "" if
+// nothing is.
+func quotaProblem(tenant string, q Quota) string {
+	if tenant == "" {
+		return "the tenant must not be empty"
+	}
+	if p := limitProblem(Limit{q.Rate, q.Burst}); p != "" {
+		return p
+	}
+	for cr, l := range q.ByCriticality {
+		if p := limitProblem(l); p != "" {
+			return "ByCriticality[" + levee.Criticality(cr).String() + "]." + p
+		}
+	}
+	return ""
+}
+
+func limitProblem(l Limit) string {
+	switch {
+	case !(l.Rate >= 0) || math.IsInf(l.Rate, 0):
+		return "Rate must be finite and ≥ 0 (0 means no limit)"
+	case l.Burst < 0:
+		return "Burst must be ≥ 0 (0 means max(1, Rate))"
+	}
+	return ""
+}
+
+// WithDryRun starts the Controller in dry-run when on (see SetDryRun).
+// Default off.
+func WithDryRun(on bool) Option {
+	return func(c *config) { c.dryRun = on }
 }
 
 // WithSeed sets the seed of the counter-based fractions that decide which
@@ -242,7 +265,10 @@ func WithPeerGroups(g PeerGroups) Option {
 }
 
 // WithLogger sets the logger state changes are logged to, once each, never
-// per request. Default (and nil): no logging.
+// per request. Default (and nil): no logging, but for two lines an
+// operator must see, which then go to slog.Default(): that Run is
+// missing (once), and in dry-run what would be rejected (at most once a
+// second).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
@@ -350,19 +376,22 @@ type Snapshot struct {
 	// waiting for one, read now; RunBound is the bound in force at the
 	// last Step (0: the run queue is off or has not learned a bound).
 	Running, Waiting, RunBound int
-	// DryRun reports whether the controller is in dry-run: every decision
-	// computed, nothing rejected.
+	// DryRun reports whether the controller is in dry-run (SetDryRun),
+	// read now: every decision computed, nothing rejected.
 	DryRun bool
 	// WouldReject counts, per criticality and levee.Reason, the requests
 	// admitted in dry-run that would otherwise have been rejected
-	// (cumulative since New); Rejected does not count them.
+	// (cumulative since New, read now); Rejected does not count them, and
+	// Admitted does.
 	WouldReject [levee.NumCriticalities][levee.NumReasons]uint64
-	// WouldShedRPS is, in dry-run, the rate the controller estimates it
-	// would shed for overload now: offered minus its capacity estimate
-	// (0 outside dry-run).
+	// WouldShedRPS is, in dry-run, the rate the plan of the last Step
+	// would shed (requests per second): offered minus the capacity
+	// estimate frozen before the overload, or more under a forced shed
+	// level. 0 outside dry-run.
 	WouldShedRPS float64
-	// ForcedShed is the shed level a drill forces (ForceShed), 0 when
-	// none; ForcedShedUntil is when the drill ends.
+	// ForcedShed is the shed level forced by ForceShed in force at the
+	// last Step, 0 when none; ForcedShedUntil is when it ends (zero when
+	// none). ShedLevel is at least ForcedShed.
 	ForcedShed      float64
 	ForcedShedUntil time.Time
 }
@@ -386,9 +415,15 @@ const (
 	// saying "don't retry" because of the share of retried requests.
 	NoRetryStart
 	NoRetryEnd
+	// ForcedShedStart and ForcedShedEnd: a shed level forced by
+	// ForceShed came into force at a Step, or ended (expired or
+	// cleared). A floor renewed before it expires is one drill.
+	ForcedShedStart
+	ForcedShedEnd
 )
 
-var eventNames = [...]string{"", "overload_start", "overload_end", "degrade_changed", "drill_start", "drill_end", "no_retry_start", "no_retry_end"}
+var eventNames = [...]string{"", "overload_start", "overload_end", "degrade_changed", "drill_start", "drill_end", "no_retry_start", "no_retry_end",
+	"forced_shed_start", "forced_shed_end"}
 
 // String returns a snake_case name such as "overload_start".
 func (k EventKind) String() string {

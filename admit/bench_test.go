@@ -127,6 +127,20 @@ func BenchmarkAdmit(b *testing.B) {
 			}
 		}
 	})
+	// A request that would be rejected, admitted and counted in dry-run.
+	b.Run("would-reject", func(b *testing.B) {
+		ctl := overloaded(b)
+		ctl.SetDryRun(true)
+		ctx := acceptCtx(b, levee.Sheddable)
+		b.ReportAllocs()
+		for b.Loop() {
+			t, err := ctl.Admit(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t.Done(nil)
+		}
+	})
 }
 
 // BenchmarkTimeNow is the yardstick for BenchmarkAdmit: one bare time.Now
@@ -149,6 +163,9 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 	busy.Step(time.Now())
 	shed := overloaded(t)
 	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }), admit.WithPeriod(time.Minute))
+	quota := admit.New(admit.WithQuota("tenant-0042", admit.Quota{Rate: 1e12}), admit.WithPeriod(time.Minute))
+	dry := overloaded(t)
+	dry.SetDryRun(true)
 	tests := []struct {
 		name string
 		ctl  *admit.Controller
@@ -162,6 +179,8 @@ func TestAdmitDoesNotAllocate(t *testing.T) {
 		{"accept, untrusted IPv6 peer", accept, levee.Critical, true, true},
 		{"reject", shed, levee.Sheddable, false, false},
 		{"reject, untrusted IPv6 peer", shed, levee.Sheddable, false, true},
+		{"accept with a quota", quota, levee.Critical, true, false},
+		{"dry-run, would reject", dry, levee.Sheddable, true, false},
 	}
 	for _, tt := range tests {
 		ctx := acceptCtx(t, tt.crit)

@@ -1,9 +1,6 @@
 package admit
 
-import (
-	"log/slog"
-	"time"
-)
+import "time"
 
 // clock is where the real-time path (Run, Admit, Ticket.Wait, Ticket.Done)
 // reads the time: nanoseconds since the Controller's origin. Every gate and
@@ -47,11 +44,7 @@ func (c *Controller) unrun() int64 {
 	now := c.clk.now()
 	if now-c.stepped.Load() >= int64(c.cfg.period) && c.stepping.CompareAndSwap(false, true) {
 		c.unrunOnce.Do(func() {
-			l := c.cfg.logger
-			if l == nil {
-				l = slog.Default()
-			}
-			l.Warn("admit: Step is not being called (Run not started, or stopped); stepping from Admit")
+			c.logger().Warn("admit: Step is not being called (Run not started, or stopped); stepping from Admit")
 		})
 		c.stepReal(now, true)
 		c.stepping.Store(false)
@@ -70,7 +63,5 @@ func (c *Controller) stepReal(now int64, sample bool) {
 			sm.SampleAt(t)
 		}
 	}
-	for _, e := range c.stepAt(t, now, false) {
-		c.emit(e)
-	}
+	c.emitAll(c.stepAt(t, now, false))
 }

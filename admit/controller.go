@@ -93,18 +93,22 @@ type Controller struct {
 	seed        uint64
 	routeFn     func(ctx context.Context) string
 	defRoute    uint64
-	quotas      map[string]*quotaState
+	quotas      atomic.Pointer[quotaSet] // nil: no quotas
+	dry         atomic.Bool              // dry-run: read only where a request would be rejected
+	forced      atomic.Pointer[forcedShed]
 	deg         *degrade.Controller
 	cfg         config
 	origin      time.Time    // 0 of the controller's time scale (monotonic)
 	clk         clock        // the real-time path's clock
 	offset      atomic.Int64 // added to explicit times after a Step back in time
 	unrunOnce   sync.Once
+	quotaMu     sync.Mutex // serialises SetQuotas
 
 	// Written by Admit and Done.
 	arrivals   [levee.NumCriticalities]counter
 	retried    counter
 	rejected   [levee.NumCriticalities][levee.NumReasons]atomic.Uint64
+	would      [levee.NumCriticalities][levee.NumReasons]atomic.Uint64 // dry-run: would have been rejected
 	downstream atomic.Uint64
 	gone       atomic.Uint64
 	ring       fairq.Ring
@@ -112,7 +116,8 @@ type Controller struct {
 	runq       runQueue
 
 	// Preallocated rejection errors.
-	errDeadline *levee.RejectedError
+	errDeadline *levee.RejectedError            // cannot be met
+	errGone     *levee.RejectedError            // the same, for a request whose time is up (refused even in dry-run)
 	overTable   [2][raSteps]levee.RejectedError // [noRetry][retry-after index]
 	quotaTable  [raSteps]levee.RejectedError
 
@@ -126,6 +131,7 @@ type Controller struct {
 	law      law
 	snapped  bool // the last plan held a criticality boundary (plan → law)
 	tenants  tenants
+	planned  planIn // the last Step's plan input, for a replan (forced.go)
 	episodes episodes
 	run      runBound
 	stand    standing
@@ -154,6 +160,7 @@ func New(opts ...Option) *Controller {
 		tenants:     newTenants(cfg.groups),
 		episodes:    newEpisodes(),
 		errDeadline: &levee.RejectedError{Reason: levee.Deadline, NoRetry: true},
+		errGone:     &levee.RejectedError{Reason: levee.Deadline, NoRetry: true},
 		origin:      time.Now(),
 	}
 	c.clk = monoClock{c.origin}
@@ -168,11 +175,13 @@ func New(opts ...Option) *Controller {
 	}
 	c.stepped.Store(c.clk.now()) // a new controller is as fresh as a stepped one
 	if len(cfg.quotas) > 0 {
-		c.quotas = make(map[string]*quotaState, len(cfg.quotas))
+		qs := make(quotaSet, len(cfg.quotas))
 		for _, q := range cfg.quotas {
-			c.quotas[q.tenant] = newQuotaState(q.q)
+			qs[q.tenant] = newQuotaState(q.q)
 		}
+		c.quotas.Store(&qs)
 	}
+	c.dry.Store(cfg.dryRun)
 	for i := range raSteps {
 		d := raValue(i)
 		c.overTable[0][i] = levee.RejectedError{Reason: levee.Overloaded, RetryAfter: d}
@@ -217,16 +226,14 @@ func (c *Controller) publishErrors() {
 // previous Step's (a wall clock stepped back) is taken as one period
 // later, and later times are measured from there.
 func (c *Controller) Step(now time.Time) {
-	for _, e := range c.stepAt(now, 0, true) {
-		c.emit(e)
-	}
+	c.emitAll(c.stepAt(now, 0, true))
 }
 
 // stepAt runs the period ending at t: an explicit time (Step) converted to
 // the controller's scale here, or, when !explicit, the instant now of that
 // scale read from the real clock, with t = timeAt(now) for the
 // degradation controller and reports.
-func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
+func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if explicit {
@@ -242,7 +249,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 		dt = int64(c.cfg.period)
 	}
 	if dt <= 0 {
-		return nil
+		return stepOut{}
 	}
 	c.last, c.hasLast = now, true
 	sec := time.Duration(dt).Seconds()
@@ -254,8 +261,10 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 		cnt.arrivals[cr] = c.arrivals[cr].Load()
 		for r := range levee.NumReasons {
 			cnt.rejected[cr][r] = c.rejected[cr][r].Load()
+			cnt.would[cr][r] = c.would[cr][r].Load()
 		}
 	}
+	dry := c.dry.Load()
 	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst})
 	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, time.Duration(dt))
 	c.sampleShift.Store(c.tenants.observe(&c.ring, c.sampleShift.Load(), now, dt, m.arrived*sec))
@@ -272,7 +281,8 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	wasShedding := c.law.shedding
 	var lo lawOut
 	c.law, lo = c.law.step(lawIn{now: now, dt: time.Duration(dt), load: load, R: m.R, admRate: m.admRate,
-		admitted: m.admitted, prop: sig.prop, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped})
+		admitted: m.admitted, prop: sig.prop, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped,
+		dry: dry})
 	ra := c.episodes.step(episodeIn{now: now, shedding: c.law.shedding, epStart: c.law.epStart,
 		ended: lo.ended, epLen: lo.epLen, period: c.cfg.period})
 
@@ -284,15 +294,17 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 	}
 	prev := c.plan.Load()
 	c.tenants.measure(prev, time.Duration(dt), m.eligible*sec)
-	res, fair := c.tenants.plan(planIn{shed: lo.shed, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
-		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived})
-	c.snapped = res.snapped
-	if res.p != nil {
-		res.p.until = now + planLife*int64(c.cfg.period)
-		res.p.carry(prev)
+	forced := c.forcedAt(now)
+	floor := 0.0
+	if forced != nil {
+		floor = forced.level
 	}
-	c.plan.Store(res.p)
-	c.surge.Store(armSurge(arrived, c.law.capEst, c.cfg.period.Seconds(), level > 0, c.law.shedding))
+	c.planned = planIn{shed: lo.shed, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
+		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived, floor: floor}
+	res, fair := c.tenants.plan(c.planned)
+	c.snapped = res.snapped
+	c.publishPlan(res.p, prev)
+	c.surge.Store(armSurge(cnt.arrivals, now, c.law.capEst, c.cfg.period.Seconds(), level > 0, c.law.shedding))
 
 	noRetryChanged := c.publish(ra, noRetry)
 
@@ -301,10 +313,38 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) []Event {
 		admitFraction = c.law.target / m.R
 	}
 	return c.report.step(c, reportIn{
-		t: t, sec: sec, load: load, level: level, wasShedding: wasShedding, shedding: c.law.shedding,
+		t: t, now: now, sec: sec, load: load, level: level, wasShedding: wasShedding, shedding: c.law.shedding,
 		shedLevel: res.level, admitFraction: admitFraction, share: share, capacity: lo.capacity,
 		fair: fair, offered: m.R, tenantShed: c.tenants.cutRate, noRetryChanged: noRetryChanged,
+		dry: dry, would: cnt.would, wouldShed: res.rate, forced: forced,
 	})
+}
+
+// stepOut is what a Step reports once its lock is released: the state
+// changes, and in dry-run the "would reject" line due.
+type stepOut struct {
+	events []Event
+	dry    *dryLine
+}
+
+// emitAll reports a Step's changes to the observer and the logger.
+func (c *Controller) emitAll(o stepOut) {
+	for _, e := range o.events {
+		c.emit(e)
+	}
+	if o.dry != nil {
+		o.dry.log(c.logger())
+	}
+}
+
+// publishPlan publishes p (nil: nothing shed), valid for planLife periods
+// from the last Step, continuing prev's paces.
+func (c *Controller) publishPlan(p, prev *plan) {
+	if p != nil {
+		p.until = c.last + planLife*int64(c.cfg.period)
+		p.carry(prev)
+	}
+	c.plan.Store(p)
 }
 
 // readSignals reads every signal into the report and combines them (see
@@ -440,5 +480,9 @@ func (c *Controller) stepRunQueue(now int64, load float64, degraded, flood bool)
 			shedding: c.law.shedding, degraded: degraded, flood: flood}))
 	}
 	lifo, wait := c.stand.step(c.cfg.runWait)
-	c.stand.oldest = q.expire(now, now-int64(wait), lifo)
+	cutoff := now - int64(wait)
+	if c.dry.Load() {
+		cutoff = math.MinInt64 // dry-run: a wait ends in a slot or with its caller (dryrun.go)
+	}
+	c.stand.oldest = q.expire(now, cutoff, lifo)
 }

@@ -64,6 +64,9 @@
 //	        a boundary with every lower level shed is held while what is left
 //	        to shed is ≤ 5% of A (the load error it leaves is not integrated),
 //	        so a more critical level does not pay for every period's noise
+//	  a forced level F (ForceShed) → every rank sheds at least F's share
+//	  dry-run: A = K frozen at its value before the overload, nothing
+//	        enforced, every rejection counted as a would-be one
 //
 // # How the parts fit
 //
@@ -110,7 +113,24 @@
 //	runbound.go    the run queue's bound
 //	tenants.go     tenant samples → heavy hitters, fair share → plan.go,
 //	               the order of sacrifice as a published plan
+//	forced.go      a shed level forced by a drill or an overload manager
+//	dryrun.go      dry-run: the estimate, the counts, the log line
 //	snapshot.go    Snapshot, events, logging
+//
+// # Dry-run and drills
+//
+// Nobody turns shedding on in production without first watching what it
+// would shed. In dry-run (WithDryRun, SetDryRun) every decision is made as
+// usual and none is enforced: what would have been rejected is admitted
+// and counted in Snapshot.WouldReject by criticality and reason, and
+// logged at most once a second; the control loop, whose signals stay
+// above target when nothing is shed, estimates what it would shed from
+// the capacity it learned before the overload instead of steering (see
+// dryrun.go). ForceShed sets a floor under the shed level until a given
+// time, whatever the signals say: a drill of the order of sacrifice, or an
+// overload manager raising shedding while memory or descriptors run out
+// (see forced.go). SetQuotas replaces the tenant quotas while the server
+// runs. None of them takes a lock on the accept path.
 //
 // # Time and lifecycle
 //

@@ -55,3 +55,51 @@ func Example() {
 	// SHEDDABLE admitted: 25%
 	// overloaded=true degrade level 3, 0 levels fully shed
 }
+
+// A drill: force shed level 1.5 for a minute, whatever the signals say.
+// Every SHEDDABLE request and half of the SHEDDABLE_PLUS ones are
+// rejected; CRITICAL and CRITICAL_PLUS are served.
+func ExampleController_ForceShed() {
+	ctl := admit.New()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ctl.Step(now)
+	ctl.ForceShed(1.5, now.Add(time.Minute)) // in force for the next Admit
+
+	for _, c := range levee.Criticalities() {
+		ctx := levee.WithCall(context.Background(), levee.Call{Criticality: c})
+		served := 0
+		for range 100 {
+			if t, err := ctl.AdmitAt(ctx, now); err == nil {
+				served++
+				t.DoneAt(now, nil)
+			}
+		}
+		fmt.Printf("%-14s %3d%% served\n", c, served)
+	}
+	level, until, _ := ctl.ForcedShed(now)
+	fmt.Println("forced", level, "for", until.Sub(now))
+	// Output:
+	// SHEDDABLE        0% served
+	// SHEDDABLE_PLUS  50% served
+	// CRITICAL       100% served
+	// CRITICAL_PLUS  100% served
+	// forced 1.5 for 1m0s
+}
+
+// Dry-run: requests that would be rejected are admitted and counted.
+func ExampleController_SetDryRun() {
+	ctl := admit.New(admit.WithQuota("batch", admit.Quota{Rate: 1, Burst: 2}))
+	ctl.SetDryRun(true)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ctx := levee.WithCall(context.Background(), levee.Call{Tenant: "batch"})
+	for range 5 {
+		if t, err := ctl.AdmitAt(ctx, now); err == nil {
+			t.DoneAt(now, nil)
+		}
+	}
+	s := ctl.Snapshot()
+	fmt.Println("admitted", s.Admitted[levee.Critical], "would reject (quota)", s.WouldReject[levee.Critical][levee.Quota],
+		"rejected", s.Rejected[levee.Critical][levee.Quota])
+	// Output:
+	// admitted 5 would reject (quota) 3 rejected 0
+}

@@ -8,7 +8,9 @@ import "github.com/levee-dev/levee"
 // answer those at once, without reading anything else). It is counted as
 // Admit counts its own rejections, an arrival of criticality cr rejected
 // for reason, so that Snapshot.Rejected, the Prometheus metrics built on it
-// and the status page see every rejection once, wherever it was decided;
+// and the status page see every rejection once, wherever it was decided
+// (in dry-run, Snapshot.WouldReject: such a request's answer reaches
+// nobody, and it is refused in dry-run too);
 // the control loop leaves deadline and quota rejections out of the demand
 // it steers, as it does Admit's. An invalid cr counts as Critical, an
 // invalid reason as Deadline. It is two atomic additions: no lock, no
@@ -24,5 +26,5 @@ func (c *Controller) CountRejected(cr levee.Criticality, reason levee.Reason) {
 		reason = levee.Deadline
 	}
 	c.arrivals[cr].Add(1)
-	c.rejected[cr][reason].Add(1)
+	c.refuse(cr, reason)
 }

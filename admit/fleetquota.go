@@ -39,7 +39,8 @@ func WithTenantLimiter(l TenantLimiter) Option {
 
 // limitTenant applies the TenantLimiter, if any, to a request of tenant
 // (not empty) at now (the controller's monotonic scale, see clock.go; the
-// limiter gets it as a time): nil to go on, else the rejection.
+// limiter gets it as a time): nil to go on, else the rejection (counted by
+// the caller).
 func (c *Controller) limitTenant(tenant string, cr levee.Criticality, now int64) *levee.RejectedError {
 	l := c.cfg.tenants
 	if l == nil {
@@ -49,6 +50,5 @@ func (c *Controller) limitTenant(tenant string, cr levee.Criticality, now int64)
 	if ok {
 		return nil
 	}
-	c.rejected[cr][levee.Quota].Add(1)
 	return &c.quotaTable[raIndex(wait)]
 }

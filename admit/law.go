@@ -47,6 +47,7 @@ type lawIn struct {
 	wasFlood bool          // ... and the previous one
 	degraded bool          // the degradation level was above 0 before this period
 	snapped  bool          // the last plan held a criticality boundary
+	dry      bool          // dry-run: nothing is shed, the aim is estimated
 }
 
 // lawOut is what the law decided for the next period.
@@ -94,9 +95,11 @@ func (s law) step(in lawIn) (law, lawOut) {
 	if !s.shedding && R > 0 && in.degraded && (in.over || in.flood && in.wasFlood) {
 		s = s.enter(in)
 		out.started = true
-
-	} else if s.shedding {
+	} else if s.shedding && !in.dry {
 		s = s.steer(in, admCount, steady, lagged, ac)
+	}
+	if s.shedding && in.dry {
+		s = s.estimate(in)
 	}
 	s.admCnt[1], s.admCnt[0] = s.admCnt[0], admCount
 	s.prevLoad = min(max(load, minLoad), maxLoad)
@@ -147,6 +150,20 @@ func (s law) enter(in lawIn) law {
 		s.target = s.capEst
 	}
 	return s.startDrain()
+}
+
+// estimate replaces steering in dry-run: nothing is shed, so the signals
+// stay above target whatever the aim, and the admitted rate is the
+// offered one. The aim is the capacity learned before the episode (frozen:
+// in an episode only steer learns it, from admissions the aim shapes);
+// there is no backlog of the aim's making to drain. When dry-run ends in
+// an episode, steering starts from that aim.
+func (s law) estimate(in lawIn) law {
+	if s.capEst > 0 {
+		s.target = s.capEst
+	}
+	s.drain, s.hold = 0, 0
+	return s
 }
 
 // startDrain sets the episode's drain: the backlog admitted above the

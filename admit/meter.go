@@ -9,10 +9,12 @@ import (
 )
 
 // counts is what the accept path has counted since New: arrivals per
-// criticality and rejections per criticality and reason.
+// criticality, rejections per criticality and reason, and in dry-run the
+// requests admitted that would have been rejected.
 type counts struct {
 	arrivals [levee.NumCriticalities]uint64
 	rejected [levee.NumCriticalities][levee.NumReasons]uint64
+	would    [levee.NumCriticalities][levee.NumReasons]uint64
 }
 
 // meter is the first stage of a control period: it turns the accept
@@ -44,8 +46,9 @@ type meterOut struct {
 	R   float64
 	mix [levee.NumCriticalities]float64
 	// arrived, eligible and admitted are this period's rates of all
-	// arrivals, of eligible ones and of admitted requests; admRate the
-	// admitted rate smoothed.
+	// arrivals, of eligible ones and of admitted requests (in dry-run,
+	// every request not really rejected); admRate the admitted rate
+	// smoothed.
 	arrived, eligible, admitted, admRate float64
 	// jump: the arrival rate changed too much to be noise and was taken
 	// at once.
@@ -62,16 +65,20 @@ func (m *meter) step(in meterIn) meterOut {
 	sec := in.dt.Seconds()
 	var rateNow [levee.NumCriticalities]float64
 	for cr := range levee.NumCriticalities {
-		a, rej := in.counts.arrivals[cr], in.counts.rejected[cr]
-		p := &m.prev.rejected[cr]
+		a, rej, would := in.counts.arrivals[cr], in.counts.rejected[cr], in.counts.would[cr]
+		p, pw := &m.prev.rejected[cr], &m.prev.would[cr]
 		dA := a - m.prev.arrivals[cr]
 		dD := rej[levee.Deadline] - p[levee.Deadline]
 		dQ := rej[levee.Quota] - p[levee.Quota]
 		dO := rej[levee.Overloaded] - p[levee.Overloaded]
-		elig := float64(dA) - float64(dD) - float64(dQ)
+		// In dry-run, requests that would have been refused for their
+		// deadline or quota are admitted: they load the server, but
+		// would not reach the overload stage live.
+		wDQ := would[levee.Deadline] - pw[levee.Deadline] + would[levee.Quota] - pw[levee.Quota]
+		elig := float64(dA) - float64(dD) - float64(dQ) - float64(wDQ)
 		rateNow[levee.Criticality(cr).Rank()] = max(0, elig) / sec
 		out.eligible += max(0, elig) / sec
-		out.admitted += max(0, elig-float64(dO)) / sec
+		out.admitted += max(0, float64(dA)-float64(dD)-float64(dQ)-float64(dO)) / sec
 		out.arrived += float64(dA) / sec
 	}
 	m.prev = in.counts

@@ -32,8 +32,6 @@ type plan struct {
 	budget     atomic.Int64
 	reserve    int64
 	budgetRank int
-	pace       gcra  // the surge plan's pace (surge.go)
-	surge      bool  // every request is paced (surge.go)
 	until      int64 // the plan is not applied after this (the controller's scale)
 	all        [levee.NumCriticalities]bool
 	thr        [levee.NumCriticalities]uint64 // reject if weyl(n) < thr
@@ -101,10 +99,6 @@ func (p *plan) find(key uint64) *planTenant {
 // first attempt, and each one served costs more rejections before it
 // (at half the rank served, 1.9 rejections a request instead of 1.5).
 func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64, retry bool) bool {
-	if p.surge {
-		_, ok := p.pace.take(now)
-		return !ok
-	}
 	if p.hasTenants {
 		for _, k := range [3]uint64{key, l1, l2} {
 			if k == 0 {
@@ -185,6 +179,7 @@ type planInput struct {
 	fair   float64                         // fair share per tenant, 0 = no tenant stage
 	period float64                         // seconds until the next plan; 0 = fractions only
 	slack  float64                         // shed rate a fully shed boundary may leave unshed
+	floor  float64                         // forced shed level (ForceShed), 0 = none
 }
 
 // planResult is the plan plus what Snapshot reports.
@@ -192,6 +187,7 @@ type planResult struct {
 	p          *plan
 	level      float64 // ShedLevel: full ranks + fraction of the partial one
 	tenantShed float64 // rate planned to be shed from tenants far above their share
+	rate       float64 // rate planned to be shed in all (tenants, ladder, floor)
 	listed     int
 	snapped    bool // the plan holds a level boundary, leaving up to slack unshed
 }
@@ -201,9 +197,11 @@ type planResult struct {
 // lowest criticalities first, each cut admitted up to a budget), then the
 // ladder over ranks, a rank touched only when every lower one is fully
 // shed; inside the partly shed rank, tenants above their fair share first.
+// A forced level (in.floor) is a floor under every rank's share, for
+// everyone (forced.go).
 func buildPlan(in planInput) planResult {
 	var res planResult
-	if !(in.shed > 0) {
+	if !(in.shed > 0) && !(in.floor > 0) {
 		return res
 	}
 	p := &plan{budgetRank: -1}
@@ -231,7 +229,8 @@ func buildPlan(in planInput) planResult {
 	}
 	add(in.units, true)
 	add(in.heavy, false)
-	S := in.shed
+	S := max(0, in.shed)
+	floor := floorFractions(in.floor)
 
 	// Stage 1: excess of tenants far above their fair share.
 	if in.fair > 0 {
@@ -299,10 +298,16 @@ func buildPlan(in planInput) planResult {
 		S = 0
 	}
 	above := func(t *trank) bool { return in.fair > 0 && t.tot > in.fair }
+	listed := 0.0 // rate of the partial rank's listed tenants, after their cut
+	// lad is the ladder's share of each rank, for everyone.
+	var lad [levee.NumCriticalities]float64
+	for r := range full {
+		lad[r] = 1
+	}
 	if full < levee.NumCriticalities && S > 1e-9 && rest[full] > 0 {
 		partial = full
-		res.level = float64(full) + S/rest[full]
-		var H, listed float64
+		lad[partial] = min(1, S/rest[partial])
+		var H float64
 		for i := range ts {
 			left := max(0, ts[i].rate[partial]-ts[i].take[partial])
 			listed += left
@@ -318,17 +323,29 @@ func buildPlan(in planInput) planResult {
 				fO = (S - H) / (rest[partial] - H)
 			}
 		}
-		p.all[partial], p.thr[partial] = fracThr(fO)
-		if in.period > 0 && fO < 1 {
-			// Unlisted tenants' admissions in the partial rank as a count.
-			others := max(0, rest[partial]-listed)
-			p.budgetRank = partial
-			n := int64(math.Round(others * (1 - fO) * in.period))
-			p.budget.Store(n)
-			p.reserve = n / 2
+	}
+	// The floor: no rank sheds less than the forced level says, for
+	// unlisted tenants (fO) as for listed ones (below).
+	if partial >= 0 {
+		fH, fO = max(fH, floor[partial]), max(fO, floor[partial])
+	}
+	for r := range levee.NumCriticalities {
+		f := max(lad[r], floor[r])
+		if r == partial {
+			f = fO
 		}
-	} else {
-		res.level = float64(full)
+		p.all[r], p.thr[r] = fracThr(f)
+		res.level += max(lad[r], floor[r])
+		res.rate += rest[r] * max(lad[r], floor[r])
+	}
+	res.rate += res.tenantShed
+	if partial >= 0 && in.period > 0 && fO < 1 {
+		// Unlisted tenants' admissions in the partial rank as a count.
+		others := max(0, rest[partial]-listed)
+		p.budgetRank = partial
+		n := int64(math.Round(others * (1 - fO) * in.period))
+		p.budget.Store(n)
+		p.reserve = n / 2
 	}
 
 	// Per-tenant entries where they differ from everyone else's.
@@ -339,7 +356,7 @@ func buildPlan(in planInput) planResult {
 		var pace [levee.NumCriticalities]float64
 		differs := false
 		for r := range levee.NumCriticalities {
-			l := 0.0
+			l := floor[r]
 			switch {
 			case r < full:
 				l = 1

@@ -248,3 +248,60 @@ func TestPartialRankShedsRetriesFirst(t *testing.T) {
 		t.Errorf("admitted %d first attempts and %d retries of 1000 each, want 800 in all, about 600 first attempts", firsts, retries)
 	}
 }
+
+// TestBuildPlanFloor: a forced level is a floor under every rank's share,
+// for unlisted and listed tenants alike; the ladder's own shares above it
+// stand, and the partly shed rank keeps its count for unlisted tenants.
+func TestBuildPlanFloor(t *testing.T) {
+	even := [levee.NumCriticalities]float64{1000, 1000, 1000, 1000} // by rank
+	heavy := unitAt(0xB000_0000_0000_0000, levee.Critical, 1000)
+	heavy.rate[0] = 500 // and 50 SHEDDABLE
+	tests := []struct {
+		name      string
+		shed      float64
+		floor     float64
+		heavy     bool
+		wantLevel float64
+		want      [levee.NumCriticalities]float64 // share shed, unlisted
+		wantHeavy [levee.NumCriticalities]float64 // share shed, the listed tenant
+	}{
+		{"floor alone", 0, 1.5, false, 1.5, [4]float64{1, 0.5, 0, 0}, [4]float64{}},
+		{"floor above the ladder's partial rank", 300, 0.5, false, 0.5, [4]float64{0.5, 0, 0, 0}, [4]float64{}},
+		{"floor below the ladder", 2300, 1.5, false, 2.3, [4]float64{1, 1, 0.3, 0}, [4]float64{}},
+		{"floor on a higher rank than the ladder's", 500, 2.25, false, 2.25, [4]float64{1, 1, 0.25, 0}, [4]float64{}},
+		{"everything", 0, 4, false, 4, [4]float64{1, 1, 1, 1}, [4]float64{}},
+		{"listed tenant", 0, 2.5, true, 2.5, [4]float64{1, 1, 0.5, 0}, [4]float64{1, 1, 0.5, 0}},
+	}
+	for _, tt := range tests {
+		in := planInput{shed: tt.shed, rate: even, floor: tt.floor, period: 0.05, fair: 200}
+		if tt.heavy {
+			in.units = []unit{heavy}
+			in.shed = 1 // something for the tenant stage
+		}
+		res := buildPlan(in)
+		if math.Abs(res.level-tt.wantLevel) > 0.02 {
+			t.Errorf("%s: level %v, want %v", tt.name, res.level, tt.wantLevel)
+		}
+		const n = 2000
+		budget := res.p.budget.Load()
+		for r := range levee.NumCriticalities {
+			// Unlisted: the partly shed rank is a count for the period.
+			got := 1 - float64(admittedOf(res.p, 0x1234_0000_0000_0000, r, n, 0))/n
+			if r == res.p.budgetRank {
+				got = 1 - float64(budget)/(even[r]*0.05)
+			}
+			if math.Abs(got-tt.want[r]) > 0.01 {
+				t.Errorf("%s: rank %d unlisted shed %.3f, want %.3f", tt.name, r, got, tt.want[r])
+			}
+			if tt.heavy && r != levee.Critical.Rank() && r != 0 {
+				continue
+			}
+			if tt.heavy {
+				got := 1 - float64(admittedOf(res.p, heavy.key, r, n, 0))/n
+				if math.Abs(got-tt.wantHeavy[r]) > 0.02 {
+					t.Errorf("%s: rank %d listed tenant shed %.3f, want %.3f", tt.name, r, got, tt.wantHeavy[r])
+				}
+			}
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package admit
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -60,13 +62,18 @@ func (g *gcra) takeWithin(now, tau int64) (wait int64, ok bool) {
 	}
 }
 
+// quotaState is one tenant's buckets, and the Quota they enforce.
 type quotaState struct {
+	q      Quota
 	all    *gcra
 	byCrit [levee.NumCriticalities]*gcra
 }
 
+// quotaSet is the tenant quotas in force, published whole (SetQuotas).
+type quotaSet map[string]*quotaState
+
 func newQuotaState(q Quota) *quotaState {
-	s := &quotaState{all: newGCRA(Limit{q.Rate, q.Burst})}
+	s := &quotaState{q: q, all: newGCRA(Limit{q.Rate, q.Burst})}
 	for c, l := range q.ByCriticality {
 		s.byCrit[c] = newGCRA(l)
 	}
@@ -113,4 +120,61 @@ func raIndex(d time.Duration) int {
 		i--
 	}
 	return i
+}
+
+// SetQuotas replaces every tenant quota at once (those of WithQuota too)
+// with q, which it copies; an empty or nil q removes them all. A tenant
+// whose Quota is unchanged keeps its bucket (its tokens, its debt); a new
+// or changed one starts with a full bucket. The next Admit sees the whole
+// new set, never a mix of old and new: the set is published with one
+// atomic pointer, so the accept path still takes no lock and does not
+// allocate. Safe for concurrent use; calls are serialised.
+//
+// A quota WithQuota would refuse (an empty tenant, a negative, NaN or
+// infinite Rate, a negative Burst) is not applied: that tenant keeps the
+// quota it had (none if it had none), and the problem is logged (to
+// WithLogger's logger, else slog.Default()). Configuration files are
+// validated before they get here (package config), so this is a last
+// guard, not the place users see their mistakes.
+func (c *Controller) SetQuotas(q map[string]Quota) {
+	c.quotaMu.Lock()
+	defer c.quotaMu.Unlock()
+	var old quotaSet
+	if p := c.quotas.Load(); p != nil {
+		old = *p
+	}
+	next := make(quotaSet, len(q))
+	for _, tenant := range slices.Sorted(maps.Keys(q)) { // sorted: problems logged in a stable order
+		v := q[tenant]
+		if p := quotaProblem(tenant, v); p != "" {
+			c.logger().Error("admit: SetQuotas: quota not applied, the tenant keeps its previous one", "tenant", tenant, "problem", p)
+			if s := old[tenant]; s != nil {
+				next[tenant] = s
+			}
+			continue
+		}
+		if s := old[tenant]; s != nil && s.q == v {
+			next[tenant] = s
+			continue
+		}
+		next[tenant] = newQuotaState(v)
+	}
+	if len(next) == 0 {
+		c.quotas.Store(nil)
+		return
+	}
+	c.quotas.Store(&next)
+}
+
+// Quotas returns a copy of the tenant quotas in force.
+func (c *Controller) Quotas() map[string]Quota {
+	p := c.quotas.Load()
+	if p == nil {
+		return map[string]Quota{}
+	}
+	out := make(map[string]Quota, len(*p))
+	for t, s := range *p {
+		out[t] = s.q
+	}
+	return out
 }

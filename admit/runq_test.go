@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -512,4 +513,67 @@ func TestRunQueueStandingServesNewest(t *testing.T) {
 	}
 	first.tk.Done(nil)
 	assertEmpty(t, &c.runq)
+}
+
+// TestTicketWaitDryRun: in dry-run the run queue bounds and orders every
+// request, those Admit would have rejected included, and never ends a
+// wait in a rejection: the bound's expiry leaves waiters waiting, a wait
+// ends in a slot, or in a Deadline error when its caller has gone
+// (counted as a caller gone, not as a would-be rejection: live, the
+// queue would not have held the requests it waited behind).
+func TestTicketWaitDryRun(t *testing.T) {
+	c, clk := withFakeClock(WithRunQueue(time.Second), WithRunBound(1), WithDryRun(true), WithQuota("q", Quota{Rate: 1, Burst: 1}),
+		WithLogger(slog.New(slog.DiscardHandler)))
+	held := holdTickets(t, c, 1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	gone, _ := c.Admit(context.Background())
+	if err := gone.Wait(ctx); !errors.Is(err, levee.ErrDeadline) {
+		t.Fatalf("dry-run, caller gone while waiting: %v, want a Deadline error", err)
+	}
+
+	quota := levee.WithCall(context.Background(), levee.Call{Tenant: "q"})
+	q1, _ := c.Admit(quota)
+	q1.Done(nil) // its token
+	over, err := c.Admit(quota)
+	if err != nil {
+		t.Fatalf("dry-run, over quota: %v, want admitted", err)
+	}
+	got := make(chan error, 1)
+	go func() { got <- over.Wait(context.Background()) }()
+	for c.runq.waiting.Load() == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	clk.advance(2 * time.Second) // past the longest wait
+	c.stepReal(clk.now(), false)
+	select {
+	case err := <-got:
+		t.Fatalf("dry-run: a wait ended (%v) with no slot free, want it to go on", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	held[0].Done(nil)
+	if err := <-got; err != nil {
+		t.Fatalf("dry-run, a slot freed: %v, want nil", err)
+	}
+
+	s := c.Snapshot()
+	want := [levee.NumCriticalities][levee.NumReasons]uint64{}
+	want[levee.Critical][levee.Quota] = 1
+	if s.WouldReject != want || sumRejected(s) != 0 || s.CallerGone != 1 {
+		t.Errorf("would reject %v, rejected %v, caller gone %d; want %v, none and 1", s.WouldReject, s.Rejected, s.CallerGone, want)
+	}
+	over.Done(nil)
+	if r := c.runq.running.Load(); r != 0 {
+		t.Errorf("running %d after every ticket is done, want 0", r)
+	}
+}
+
+func sumRejected(s Snapshot) (n uint64) {
+	for _, by := range s.Rejected {
+		for _, v := range by {
+			n += v
+		}
+	}
+	return n
 }

@@ -13,14 +13,17 @@ import (
 // report is the last stage of a period: it keeps the Snapshot and turns
 // state changes into events.
 type report struct {
-	snap  Snapshot
-	level degrade.Level // the degradation level after the last Step
-	drill bool          // a drill was in force at the last Step
+	snap   Snapshot
+	level  degrade.Level // the degradation level after the last Step
+	drill  bool          // a drill was in force at the last Step
+	forced bool          // a shed level was forced at the last Step
+	dry    dryLog
 }
 
 // reportIn is what the other stages decided this period.
 type reportIn struct {
 	t                     time.Time
+	now                   int64 // t on the controller's scale
 	sec                   float64
 	load                  float64
 	level                 degrade.Level
@@ -31,11 +34,16 @@ type reportIn struct {
 	capacity, fair        float64
 	offered, tenantShed   float64
 	noRetryChanged        bool
+	dry                   bool
+	would                 [levee.NumCriticalities][levee.NumReasons]uint64 // cumulative
+	wouldShed             float64                                          // the plan's shed rate, reported in dry-run
+	forced                *forcedShed
 }
 
-// step updates the snapshot and returns the period's events (nil when
-// nobody listens).
-func (r *report) step(c *Controller, in reportIn) []Event {
+// step updates the snapshot and returns the period's events (none when
+// nobody listens) and the dry-run line due.
+func (r *report) step(c *Controller, in reportIn) stepOut {
+	var out stepOut
 	s := &r.snap
 	s.Time = in.t
 	s.Overloaded = in.shedding
@@ -59,6 +67,15 @@ func (r *report) step(c *Controller, in reportIn) []Event {
 	s.OfferedRPS = finite(in.offered)
 	s.TenantShedRPS = finite(in.tenantShed)
 	s.Routes = c.routes.routes()
+	s.WouldShedRPS = 0
+	if in.dry {
+		s.WouldShedRPS = finite(in.wouldShed)
+		out.dry = r.dry.step(in.now, in.would, s.WouldShedRPS)
+	}
+	s.ForcedShed, s.ForcedShedUntil = 0, time.Time{}
+	if in.forced != nil {
+		s.ForcedShed, s.ForcedShedUntil = in.forced.level, in.forced.until
+	}
 
 	var events []Event
 	if in.noRetryChanged {
@@ -87,16 +104,25 @@ func (r *report) step(c *Controller, in reportIn) []Event {
 		events = append(events, Event{Kind: k})
 		r.drill = drill
 	}
+	if forced := in.forced != nil; forced != r.forced {
+		k := ForcedShedEnd
+		if forced {
+			k = ForcedShedStart
+		}
+		events = append(events, Event{Kind: k})
+		r.forced = forced
+	}
 	r.level = in.level
 	if len(events) == 0 || (c.cfg.observer == nil && c.cfg.logger == nil) {
-		return nil
+		return out
 	}
 	snap := c.snapshotLocked()
 	for i := range events {
 		events[i].Time = in.t
 		events[i].Snapshot = snap
 	}
-	return events
+	out.events = events
+	return out
 }
 
 // finite returns v, or 0 when it is NaN or infinite: a report never
@@ -131,6 +157,12 @@ func (c *Controller) snapshotLocked() Snapshot {
 			s.Admitted[cr] = a - rej
 		}
 	}
+	for cr := range levee.NumCriticalities {
+		for r := range levee.NumReasons {
+			s.WouldReject[cr][r] = c.would[cr][r].Load()
+		}
+	}
+	s.DryRun = c.dry.Load()
 	s.DownstreamOverloaded = c.downstream.Load()
 	s.CallerGone = c.gone.Load()
 	s.Running, s.Waiting = int(c.runq.running.Load()), int(c.runq.waiting.Load())
@@ -164,6 +196,10 @@ func (c *Controller) emit(e Event) {
 		l.Warn("admit: high retry share, rejections say no-retry", "retry_share", s.RetryShare)
 	case NoRetryEnd:
 		l.Info("admit: retry share back to normal", "retry_share", s.RetryShare)
+	case ForcedShedStart:
+		l.Info("admit: shed level forced", "level", s.ForcedShed, "until", s.ForcedShedUntil)
+	case ForcedShedEnd:
+		l.Info("admit: forced shed level ended", "shed_level", s.ShedLevel)
 	default:
 		l.Log(context.Background(), slog.LevelInfo, "admit: "+e.Kind.String())
 	}

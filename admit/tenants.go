@@ -149,6 +149,7 @@ type planIn struct {
 	aim      float64                         // admitted-rate aim (for the boundary slack)
 	period   float64                         // seconds the plan's budgets must last
 	arrived  uint64                          // arrivals counted so far (the tenants' sequences start here)
+	floor    float64                         // forced shed level, 0 = none
 }
 
 // evidence is the number of standard deviations a tenant's rate must
@@ -198,7 +199,7 @@ func (t *tenants) plan(in planIn) (res planResult, fair float64) {
 		k = in.R / sampled
 	}
 	fair = t.group(in.capacity, k)
-	if !(in.shed > 0) {
+	if !(in.shed > 0) && !(in.floor > 0) {
 		return res, fair
 	}
 
@@ -247,7 +248,7 @@ func (t *tenants) plan(in planIn) (res planResult, fair float64) {
 	sortUnits(t.heavy)
 
 	res = buildPlan(planInput{shed: in.shed, rate: in.mix, units: t.far, heavy: t.heavy, fair: fair,
-		period: in.period, slack: boundarySlack * in.aim})
+		period: in.period, slack: boundarySlack * in.aim, floor: in.floor})
 	if res.p != nil && res.p.hasTenants {
 		// Each plan continues the listed tenants' sequences where the
 		// arrivals have got to: restarting them at 0 every period would

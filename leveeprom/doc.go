@@ -64,7 +64,8 @@
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //
 //	levee_state_changes_total{kind}                 counter  overload_start, overload_end, degrade_changed,
-//	                                                         drill_start, drill_end, no_retry_start, no_retry_end
+//	                                                         drill_start, drill_end, no_retry_start, no_retry_end,
+//	                                                         forced_shed_start, forced_shed_end
 //
 // Configuration and admin endpoint (ConfigCollector):
 //

@@ -9,7 +9,7 @@ import (
 // StateChanges counts an admission controller's state changes by kind.
 var StateChanges = &Metric{Name: "levee_state_changes_total", Unit: "{change}", Kind: Counter,
 	Labels: []string{LabelKind},
-	Help:   "State changes of the admission controller, by kind (overload_start, overload_end, degrade_changed, drill_start, drill_end, no_retry_start, no_retry_end)."}
+	Help:   "State changes of the admission controller, by kind (overload_start, overload_end, degrade_changed, drill_start, drill_end, no_retry_start, no_retry_end, forced_shed_start, forced_shed_end)."}
 
 // maxEventKinds bounds the event kinds counted; admit defines fewer.
 const maxEventKinds = 32
