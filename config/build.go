@@ -16,13 +16,14 @@ import (
 // its package.
 
 // Options returns the admit options the section sets: period, seed, run
-// queue and quotas. Signals, the degradation controller, the route
-// function and dry-run are wired by the caller (dry-run with SetDryRun,
-// which the Reloader's ApplyAdmission target keeps in step).
+// queue, quotas and dry-run at start. Signals, the degradation controller
+// and the route function are wired by the caller; the Reloader's
+// ApplyAdmission target keeps dry-run and quotas in step afterwards.
 func (a Admit) Options() []admit.Option {
 	opts := []admit.Option{
 		admit.WithPeriod(a.Period),
 		admit.WithSeed(a.Seed),
+		admit.WithDryRun(a.DryRun),
 		admit.WithRunQueue(a.RunQueue.MaxWait),
 		admit.WithRunBound(a.RunQueue.Bound),
 	}

@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/throttle"
@@ -404,5 +405,59 @@ func TestOverridesRedacted(t *testing.T) {
 	}
 	if got := rl.Current().Admin.Token; got != "0123456789abcdef-secret" {
 		t.Errorf("token in force = %q", got)
+	}
+}
+
+// TestApplyAdmissionController applies a configuration to levee's own
+// admission controller: dry-run and quotas follow every reload, and a
+// tenant whose quota did not change keeps its bucket.
+func TestApplyAdmissionController(t *testing.T) {
+	cfg := Default()
+	cfg.Admit.Quotas = map[string]Quota{"acme": {Rate: 0.01, Burst: 1}} // a token every 100 s: none comes back during the test
+	ctl := admit.New(admit.WithLogger(slog.New(slog.DiscardHandler)))
+	rl, err := NewReloader(cfg, WithEnv(nil), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Subscribe(ApplyAdmission(ctl)); err != nil {
+		t.Fatal(err)
+	}
+	acme := levee.WithCall(context.Background(), levee.Call{Tenant: "acme"})
+	admitted := func() (n int) {
+		for range 3 {
+			if tk, err := ctl.Admit(acme); err == nil {
+				n++
+				tk.Done(nil)
+			}
+		}
+		return n
+	}
+	if q := ctl.Quotas(); q["acme"].Rate != 0.01 || ctl.DryRun() {
+		t.Fatalf("after Subscribe: quotas %v, dry-run %v", q, ctl.DryRun())
+	}
+	if n := admitted(); n != 1 {
+		t.Fatalf("acme admitted %d of 3 at once with burst 1, want 1", n)
+	}
+	if res := rl.SetOverride("admit.dry_run", "true"); !res.Applied || !ctl.DryRun() {
+		t.Fatalf("dry_run override: %+v, dry-run %v", res, ctl.DryRun())
+	}
+	if n := admitted(); n != 3 {
+		t.Errorf("dry-run: acme admitted %d of 3, want 3", n)
+	}
+	rl.SetOverride("admit.dry_run", "false")
+	if n := admitted(); n != 0 {
+		t.Errorf("live again, same quota: acme admitted %d of 3, want 0 (its bucket is still empty)", n)
+	}
+	if res := rl.SetOverride("admit.quotas", "{acme: {rate: 0.01, burst: 2}, beta: {rate: 5}}"); !res.Applied {
+		t.Fatalf("quotas override: %+v", res)
+	}
+	if q := ctl.Quotas(); len(q) != 2 || q["acme"].Burst != 2 || q["beta"].Rate != 5 {
+		t.Errorf("quotas after the override: %v", q)
+	}
+	if n := admitted(); n != 2 {
+		t.Errorf("acme's quota changed: admitted %d of 3, want 2 (a new, full bucket)", n)
+	}
+	if s := ctl.Snapshot(); s.Rejected[levee.Critical][levee.Quota] != 6 || s.WouldReject[levee.Critical][levee.Quota] != 3 {
+		t.Errorf("quota rejections %d, would-be %d; want 6 and 3", s.Rejected[levee.Critical][levee.Quota], s.WouldReject[levee.Critical][levee.Quota])
 	}
 }

@@ -21,7 +21,9 @@ import (
 )
 
 // ShedForcer forces a shed level for drills. *admit.Controller implements
-// it (admit.Controller.ForceShed).
+// it (admit.Controller.ForceShed: the level is a floor under what the
+// signals shed, lowest criticality first, from the next request until the
+// controller's first control step at or after until).
 type ShedForcer interface {
 	// ForceShed forces the shed level (0..4, as admit.Snapshot.ShedLevel)
 	// until the time until; level ≤ 0 or a zero until ends the drill.

@@ -29,10 +29,6 @@ const (
 	// (0.0.0.0/0 or ::/0): every caller may claim CRITICAL_PLUS and any
 	// tenant.
 	ProblemTrustEveryone = "trust_everyone"
-	// ProblemUnsupported: the configuration asks for something the
-	// admission controller in use cannot do (dry-run or quota reloads,
-	// shed drills): it is not applied.
-	ProblemUnsupported = "unsupported"
 )
 
 // WithProblemReporter sets the function told about misuse the Handler

@@ -268,22 +268,14 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		config.ApplyDegrade(p.deg),
 		p.router,
 		config.TargetFunc(func(c *config.Config) { p.loadHeader.Store(c.HTTP.LoadHeader) }),
-	}
-	if a, ok := any(p.ctl).(config.Admission); ok {
-		targets = append(targets, config.ApplyAdmission(a))
-	} else if cfg.Admit.DryRun {
-		p.Report(ProblemUnsupported, "admit.dry_run is set but this admission controller has no dry-run: it rejects as usual")
+		config.ApplyAdmission(p.ctl), // dry-run and quotas at run time
 	}
 	if err := rl.Subscribe(targets...); err != nil {
 		return nil, err
 	}
 
 	if p.adminPrefix != "" {
-		aopts := []AdminOption{WithAdminDegrade(p.deg), WithAdminLogger(logger)}
-		if s, ok := any(p.ctl).(ShedForcer); ok {
-			aopts = append(aopts, WithAdminShed(s))
-		}
-		p.admin = NewAdmin(rl, aopts...)
+		p.admin = NewAdmin(rl, WithAdminDegrade(p.deg), WithAdminShed(p.ctl), WithAdminLogger(logger))
 	}
 
 	probes := append([]func() uint64{p.handler.Probes}, pc.probes...)

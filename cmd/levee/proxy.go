@@ -85,11 +85,7 @@ func (c *proxyCmd) Run(e *env) error {
 	}
 	var admin *leveehttp.Admin
 	if cfg.Admin.Enabled {
-		aopts := []leveehttp.AdminOption{leveehttp.WithAdminDegrade(deg), leveehttp.WithAdminLogger(log)}
-		if s, ok := any(ctl).(leveehttp.ShedForcer); ok {
-			aopts = append(aopts, leveehttp.WithAdminShed(s))
-		}
-		admin = leveehttp.NewAdmin(rl, aopts...)
+		admin = leveehttp.NewAdmin(rl, leveehttp.WithAdminDegrade(deg), leveehttp.WithAdminShed(ctl), leveehttp.WithAdminLogger(log))
 		opts = append(opts, proxy.WithExempt(admin.Prefix(), admin), proxy.WithExempt(strings.TrimSuffix(admin.Prefix(), "/")+"/", admin))
 	}
 	h, err := proxy.New(pc, opts...)
@@ -98,10 +94,8 @@ func (c *proxyCmd) Run(e *env) error {
 	}
 	reg.MustRegister(events, leveeprom.NewAdmitCollector(ctl), proxyprom.NewCollector(h),
 		leveeprom.NewConfigCollector(rl, admin))
-	targets := []config.Target{config.ApplySignals(set), config.ApplyDegrade(deg), router}
-	if a, ok := any(ctl).(config.Admission); ok {
-		targets = append(targets, config.ApplyAdmission(a)) // dry-run and quotas at run time
-	}
+	targets := []config.Target{config.ApplySignals(set), config.ApplyDegrade(deg), router,
+		config.ApplyAdmission(ctl)} // dry-run and quotas at run time
 	if err := rl.Subscribe(append(targets, h.ConfigTarget())...); err != nil {
 		return err
 	}

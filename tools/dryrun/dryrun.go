@@ -27,19 +27,10 @@ const OutEnv = "LEVEE_DRYRUN_OUT"
 // RecordEvery is how often Wrap's recorder writes a Record.
 const RecordEvery = 250 * time.Millisecond
 
-// dryRunner is what a controller must have to run in dry-run.
-type dryRunner interface{ SetDryRun(on bool) }
-
-// Supported reports whether *admit.Controller can run in dry-run.
-func Supported() bool {
-	_, ok := any(admit.New()).(dryRunner)
-	return ok
-}
-
 // Record is the controller's state at one time, as the recorder writes it.
 type Record struct {
 	Time time.Time `json:"time"`
-	// DryRun is false when the controller could not be put in dry-run.
+	// DryRun is the controller's Snapshot.DryRun.
 	DryRun bool `json:"dry_run"`
 	// Admitted, Rejected and WouldReject are cumulative, indexed by
 	// levee.Criticality (and levee.Reason).
@@ -61,8 +52,8 @@ func finite(x float64) float64 {
 	return x
 }
 
-func recordOf(now time.Time, s admit.Snapshot, dry bool) Record {
-	return Record{Time: now, DryRun: dry, Admitted: s.Admitted, Rejected: s.Rejected, WouldReject: s.WouldReject,
+func recordOf(now time.Time, s admit.Snapshot) Record {
+	return Record{Time: now, DryRun: s.DryRun, Admitted: s.Admitted, Rejected: s.Rejected, WouldReject: s.WouldReject,
 		OfferedRPS: finite(s.OfferedRPS), CapacityRPS: finite(s.CapacityRPS), WouldShedRPS: finite(s.WouldShedRPS), Load: finite(s.Load)}
 }
 
@@ -74,11 +65,7 @@ func Wrap(app http.Handler) http.Handler {
 		fmt.Fprintln(os.Stderr, "dryrun:", err)
 		os.Exit(2)
 	}
-	ctl := admit.New(admit.WithSignals(set.Signals()...))
-	d, dry := any(ctl).(dryRunner)
-	if dry {
-		d.SetDryRun(true)
-	}
+	ctl := admit.New(admit.WithSignals(set.Signals()...), admit.WithDryRun(true))
 	ctx := context.Background()
 	go set.Run(ctx)
 	go ctl.Run(ctx)
@@ -88,7 +75,7 @@ func Wrap(app http.Handler) http.Handler {
 			fmt.Fprintln(os.Stderr, "dryrun:", err)
 			os.Exit(2)
 		}
-		go record(ctx, f, ctl.Snapshot, dry)
+		go record(ctx, f, ctl.Snapshot)
 	}
 	h := leveehttp.NewHandler(app, ctl,
 		leveehttp.WithQueueDelay(set.Queue),
@@ -97,7 +84,7 @@ func Wrap(app http.Handler) http.Handler {
 }
 
 // record appends a Record to w every RecordEvery until ctx is done.
-func record(ctx context.Context, w io.Writer, snap func() admit.Snapshot, dry bool) {
+func record(ctx context.Context, w io.Writer, snap func() admit.Snapshot) {
 	t := time.NewTicker(RecordEvery)
 	defer t.Stop()
 	bw := bufio.NewWriter(w)
@@ -107,7 +94,7 @@ func record(ctx context.Context, w io.Writer, snap func() admit.Snapshot, dry bo
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			_ = enc.Encode(recordOf(now, snap(), dry))
+			_ = enc.Encode(recordOf(now, snap()))
 			_ = bw.Flush()
 		}
 	}

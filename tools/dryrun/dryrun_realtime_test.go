@@ -34,13 +34,7 @@ func TestMain(m *testing.M) {
 // server side); the would-be rejections counted during the 3× phase are
 // within ±15% of offered − C over it (median of the runs); none is
 // CRITICAL_PLUS; the 0.7× phase has next to none (≤ 2% of its offered).
-//
-// It needs the controller's dry-run (admit.Controller.SetDryRun and its
-// estimate of what it would shed) and skips without it.
 func TestDryRun(t *testing.T) {
-	if !Supported() {
-		t.Skip("admit.Controller has no SetDryRun yet: this check waits on admit's dry-run estimate")
-	}
 	repeat := 3
 	if v, err := strconv.Atoi(os.Getenv("DRYRUN_REPEAT")); err == nil && v > 0 {
 		repeat = v

@@ -45,10 +45,11 @@ func TestRecord(t *testing.T) {
 			s.WouldReject[levee.Sheddable][levee.Overloaded] = 10 * n
 			s.Admitted[levee.Critical] = n
 			s.OfferedRPS = 300
+			s.DryRun = true
 			return s
 		}
 		ctx, cancel := context.WithCancel(t.Context())
-		go record(ctx, &buf, snap, true)
+		go record(ctx, &buf, snap)
 		time.Sleep(4*RecordEvery + RecordEvery/2)
 		synctest.Wait()
 		cancel()

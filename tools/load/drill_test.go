@@ -24,9 +24,8 @@ import (
 // drillService is a test service: an admin endpoint after the contract of
 // leveehttp.Admin (GET, POST and DELETE …/levee/admin/drill with a bearer
 // token), an application whose responses say the degradation level in
-// force, and shedding by criticality at a forced shed level. levee's
-// admission controller cannot force a shed level yet (the endpoint takes
-// any ShedForcer), so the order of shedding is drilled against this stub.
+// force, and shedding by criticality at a forced shed level. It can rot
+// in ways levee's own service cannot (levelService drills that one):
 // broken names a degraded path that rots: "json" (level 2 loses its
 // "degraded" field) or "order" (shedding starts with CRITICAL_PLUS).
 type drillService struct {
@@ -310,9 +309,10 @@ func TestCheckEval(t *testing.T) {
 
 // levelService is a levee service as a user builds one: levee's handler
 // with an admission controller and a degradation controller, and the
-// admin endpoint (leveehttp.NewAdmin) outside admission control. Its
-// handler degrades by the level in its context; rotten leaves the
-// "degraded" field out from level 2 on.
+// admin endpoint (leveehttp.NewAdmin) outside admission control, able to
+// force degradation and shed levels. Its handler degrades by the level in
+// its context; rotten leaves the "degraded" field out from level 2 on.
+// Its callers are trusted, so that CRITICAL_PLUS stays what they say.
 func levelService(t *testing.T, rotten bool) *httptest.Server {
 	t.Helper()
 	cfg := config.Default()
@@ -339,10 +339,10 @@ func levelService(t *testing.T, rotten bool) *httptest.Server {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(doc)
 	})
-	admin := leveehttp.NewAdmin(rl, leveehttp.WithAdminDegrade(deg), leveehttp.WithAdminLogger(slog.New(slog.DiscardHandler)))
+	admin := leveehttp.NewAdmin(rl, leveehttp.WithAdminDegrade(deg), leveehttp.WithAdminShed(ctl), leveehttp.WithAdminLogger(slog.New(slog.DiscardHandler)))
 	mux := http.NewServeMux()
 	mux.Handle(admin.Prefix()+"/", admin)
-	mux.Handle("/", leveehttp.NewHandler(app, ctl))
+	mux.Handle("/", leveehttp.NewHandler(app, ctl, leveehttp.WithTrust(func(*http.Request) bool { return true })))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
@@ -350,7 +350,9 @@ func levelService(t *testing.T, rotten bool) *httptest.Server {
 
 // The drill against levee's own admin endpoint: every degradation level
 // of the service is forced, reaches the handler, and the checks pass;
-// with a rotten path the drill fails naming its level and check.
+// every shed level 1, 2, 3 is forced and sheds in order (SHEDDABLE first,
+// CRITICAL_PLUS never); with a rotten path the drill fails naming its
+// level and check.
 func TestDrillLeveeService(t *testing.T) {
 	for _, rotten := range []bool{false, true} {
 		srv := levelService(t, rotten)
@@ -382,7 +384,32 @@ func TestDrillLeveeService(t *testing.T) {
 		if rotten && (d.Passed || len(d.Failures) == 0 || !strings.HasPrefix(d.Failures[0], `level 2: check ">=1: json:degraded=true" failed on`)) {
 			t.Errorf("rotten service: passed %v, failures %v; want level 2's check named", d.Passed, d.Failures)
 		}
-		if st, err := admin.State(context.Background()); err != nil || st.Degrade != nil {
+		var shed []string
+		for _, l := range d.Levels {
+			if l.Shedding == nil {
+				continue
+			}
+			shed = append(shed, l.Name)
+			sh := l.Shedding
+			if !l.Forced || !sh.OrderHeld || len(sh.Rejected) != 4 {
+				t.Errorf("rotten %v: %s: forced %v, %+v", rotten, l.Name, l.Forced, sh)
+				continue
+			}
+			// Shed level L sheds the L lowest criticalities, all of them.
+			for r, c := range sh.Rejected {
+				want := 0.0
+				if float64(r) < sh.ForcedLevel {
+					want = 1
+				}
+				if c.Share != want {
+					t.Errorf("rotten %v: %s: %s rejected %.2f, want %.0f", rotten, l.Name, c.Name, c.Share, want)
+				}
+			}
+		}
+		if got := strings.Join(shed, ", "); got != "shed 1, shed 2, shed 3" {
+			t.Errorf("rotten %v: shed levels drilled: %q, want shed 1, shed 2, shed 3", rotten, got)
+		}
+		if st, err := admin.State(context.Background()); err != nil || st.Degrade != nil || st.Shed != nil {
 			t.Errorf("after the drill: %+v, %v; want nothing forced", st, err)
 		}
 	}
