@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -506,6 +507,8 @@ func asRejected(err error) *levee.RejectedError {
 // handler's context, releases the ticket when the handler returns, and
 // maps the handler's levee rejections (see Error), sending the
 // grpc-retry-pushback-ms trailer with them and with a run-queue rejection.
+// A call the tap admitted starts its service time here, once its message
+// has arrived (admit.Ticket.Start): the upload is the caller's pace.
 func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	if !s.checked.Load() {
 		s.check(ctx, info.FullMethod)
@@ -565,9 +568,8 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 // the run queue before its handler starts and holds its run slot and
 // ticket only until the handler first receives or sends a message (see
 // startingStream: a stream's life is its caller's choice), or returns. A
-// stream's duration is not reported as service time: its ticket is
-// released as an outcome admit learns nothing from, unless the handler
-// returns before its first message.
+// stream's duration is not reported as service time
+// (admit.Ticket.Exclude).
 func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx := ss.Context()
 	if !s.checked.Load() {
@@ -632,6 +634,14 @@ func (s *Server) hold(ctx context.Context, tk *ticket, ss grpc.ServerStream) err
 	if err := tk.t.Wait(ctx); err != nil {
 		tk.release(err)
 		return s.refuse(ctx, err, ss)
+	}
+	if ss == nil {
+		// Service starts now: the tap admitted the call before its
+		// message arrived, and a slow sender's upload is not the
+		// server's work (admit.WithRoute's service time).
+		tk.t.Start()
+	} else {
+		tk.t.Exclude() // a stream's length is its caller's choice
 	}
 	tk.stream = ss != nil
 	tk.cs = s.startInHandler(ctx)
@@ -771,12 +781,13 @@ func (s *Server) advise(rej *levee.RejectedError) *levee.RejectedError {
 
 // peerTenant is the network prefix of the caller's address, from the
 // Server's cache so that the accept path does not allocate a string per
-// request. Addresses that are not IP (Unix sockets, in-memory transports)
-// give "unknown".
-func (s *Server) peerTenant(r request) string {
+// request, and the address. Addresses that are not IP (Unix sockets,
+// in-memory transports) give "unknown" and the zero Addr.
+func (s *Server) peerTenant(r request) (string, netip.Addr) {
 	p, ok := peer.FromContext(r.ctx)
 	if !ok {
-		return inbound.Unknown
+		return inbound.Unknown, netip.Addr{}
 	}
-	return s.peers.TenantOfAddr(p.Addr)
+	a := inbound.NetAddr(p.Addr)
+	return s.peers.Tenant(a), a
 }

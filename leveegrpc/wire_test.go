@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -30,8 +31,11 @@ import (
 // and the answers it sends when it rejects (and what levee's clients read
 // from them).
 
-// wirePeer is the default tenant of a loopback caller.
+// wirePeer is the default tenant of a loopback caller, and wireAddr its
+// address, the call's Peer when the tenant is its network.
 const wirePeer = "127.0.0.0/24"
+
+var wireAddr = netip.MustParseAddr("127.0.0.1")
 
 // Test-only request headers the servers' trust and tenant functions read.
 const (
@@ -61,22 +65,22 @@ var long = strings.Repeat("k", 100)
 // wireRequests is the request-header table of the README.
 var wireRequests = []wireRequest{
 	// Levee-Criticality
-	{name: "criticality default", want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer}},
+	{name: "criticality default", want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer, Peer: wireAddr}},
 	{name: "criticality lowered", headers: []string{"Levee-Criticality", "SHEDDABLE_PLUS"},
-		want: levee.Call{Criticality: levee.SheddablePlus, Tenant: wirePeer}},
+		want: levee.Call{Criticality: levee.SheddablePlus, Tenant: wirePeer, Peer: wireAddr}},
 	{name: "criticality number", headers: []string{"Levee-Criticality", "1"},
-		want: levee.Call{Criticality: levee.Sheddable, Tenant: wirePeer}},
+		want: levee.Call{Criticality: levee.Sheddable, Tenant: wirePeer, Peer: wireAddr}},
 	{name: "criticality untrusted raise capped", headers: []string{"Levee-Criticality", "CRITICAL_PLUS"},
-		want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer}},
+		want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer, Peer: wireAddr}},
 	{name: "criticality untrusted 4 capped", headers: []string{"Levee-Criticality", "4"},
-		want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer}},
+		want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer, Peer: wireAddr}},
 	{name: "criticality trusted raise", trusted: true, headers: []string{"Levee-Criticality", "CRITICAL_PLUS"},
-		want: levee.Call{Criticality: levee.CriticalPlus, Tenant: wirePeer}},
+		want: levee.Call{Criticality: levee.CriticalPlus, Tenant: wirePeer, Peer: wireAddr}},
 	{name: "criticality malformed", headers: []string{"Levee-Criticality", "URGENT"},
-		want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer}},
+		want: levee.Call{Criticality: levee.Critical, Tenant: wirePeer, Peer: wireAddr}},
 	// Levee-Tenant
 	{name: "tenant untrusted ignored", headers: []string{"Levee-Tenant", "victim"},
-		want: levee.Call{Tenant: wirePeer}},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}},
 	{name: "tenant trusted", trusted: true, headers: []string{"Levee-Tenant", "acme"},
 		want: levee.Call{Tenant: "acme"}},
 	{name: "tenant trusted long hashed", trusted: true, headers: []string{"Levee-Tenant", long},
@@ -89,33 +93,33 @@ var wireRequests = []wireRequest{
 		want: levee.Call{Tenant: "svc"}},
 	// Levee-Timeout-Ms, grpc-timeout, X-Envoy-Expected-Rq-Timeout-Ms
 	{name: "timeout levee", headers: []string{"Levee-Timeout-Ms", "6000"},
-		want: levee.Call{Tenant: wirePeer}, budget: 6 * time.Second},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 6 * time.Second},
 	{name: "timeout envoy", headers: []string{"X-Envoy-Expected-Rq-Timeout-Ms", "6000"},
-		want: levee.Call{Tenant: wirePeer}, budget: 6 * time.Second},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 6 * time.Second},
 	{name: "timeout grpc", grpcTimeout: 6 * time.Second,
-		want: levee.Call{Tenant: wirePeer}, budget: 6 * time.Second},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 6 * time.Second},
 	{name: "timeout minimum wins", grpcTimeout: 20 * time.Second,
 		headers: []string{"Levee-Timeout-Ms", "30000", "X-Envoy-Expected-Rq-Timeout-Ms", "6000"},
-		want:    levee.Call{Tenant: wirePeer}, budget: 6 * time.Second},
+		want:    levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 6 * time.Second},
 	{name: "timeout grpc minimum", grpcTimeout: 6 * time.Second,
 		headers: []string{"Levee-Timeout-Ms", "30000", "X-Envoy-Expected-Rq-Timeout-Ms", "20000"},
-		want:    levee.Call{Tenant: wirePeer}, budget: 6 * time.Second},
+		want:    levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 6 * time.Second},
 	{name: "timeout malformed ignored", headers: []string{"Levee-Timeout-Ms", "1.5", "X-Envoy-Expected-Rq-Timeout-Ms", "soon"},
-		want: levee.Call{Tenant: wirePeer}},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}},
 	{name: "timeout malformed beside valid", headers: []string{"Levee-Timeout-Ms", "NaN, 6000"},
-		want: levee.Call{Tenant: wirePeer}, budget: 6 * time.Second},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 6 * time.Second},
 	{name: "timeout clamped to 24h", headers: []string{"Levee-Timeout-Ms", "99999999999999"},
-		want: levee.Call{Tenant: wirePeer}, budget: 24 * time.Hour},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}, budget: 24 * time.Hour},
 	{name: "timeout zero expired", headers: []string{"Levee-Timeout-Ms", "0"}, expired: true},
 	{name: "timeout negative expired", headers: []string{"X-Envoy-Expected-Rq-Timeout-Ms", "-5"}, expired: true},
 	{name: "timeout one expired among valid", headers: []string{"Levee-Timeout-Ms", "6000", "X-Envoy-Expected-Rq-Timeout-Ms", "0"}, expired: true},
 	// Levee-Attempt
 	{name: "attempt", trusted: true, headers: []string{"Levee-Attempt", "2"},
-		want: levee.Call{Tenant: wirePeer, Attempt: 2}},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr, Attempt: 2}},
 	{name: "attempt untrusted ignored", headers: []string{"Levee-Attempt", "2"},
-		want: levee.Call{Tenant: wirePeer}},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}},
 	{name: "attempt malformed", trusted: true, headers: []string{"Levee-Attempt", "-1"},
-		want: levee.Call{Tenant: wirePeer}},
+		want: levee.Call{Tenant: wirePeer, Peer: wireAddr}},
 }
 
 // seenCall is what a handler saw: its call and the time left.

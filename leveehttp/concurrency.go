@@ -65,8 +65,13 @@ func (st *state) endInHandler() {
 	c.DoneAt(ih.start, time.Now(), time.Duration(ih.excluded.Load()))
 }
 
-// streamed marks the request as a stream (see WithConcurrency).
-func (st *state) streamed() { st.inHandler.stream.Store(true) }
+// streamed marks the request as a stream: the concurrency signal drops
+// it (see WithConcurrency), and the controller learns no service time
+// from it (admit.Ticket.Exclude).
+func (st *state) streamed() {
+	st.inHandler.stream.Store(true)
+	st.ticket.Exclude()
+}
 
 // timedBody times the handler's reads of the request body: while it waits
 // for the caller's bytes the request is suspended from the signal's

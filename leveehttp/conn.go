@@ -74,9 +74,9 @@ func (l *stampListener) Accept() (net.Conn, error) {
 		return c, err
 	}
 	sc := &stampConn{Conn: c, clock: l.clock}
-	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+	if a := inbound.NetAddr(c.RemoteAddr()); a.IsValid() {
 		var b [64]byte
-		sc.tenant = string(wire.AppendPeerTenant(b[:0], ap.Addr()))
+		sc.tenant, sc.addr = string(wire.AppendPeerTenant(b[:0], a)), a
 	}
 	return sc, nil
 }
@@ -87,7 +87,8 @@ type stampConn struct {
 	net.Conn
 	st     atomic.Int64
 	clock  func() int64
-	tenant string
+	tenant string     // the peer's default tenant (its network prefix)
+	addr   netip.Addr // the peer's address
 }
 
 // The scanner's states. A head ends at the first empty line ("\n\n" or
@@ -273,10 +274,11 @@ func arrivalOf(r *http.Request, now time.Time) (time.Time, *stampConn) {
 // peerTenant returns the default tenant of r's caller: its network prefix,
 // from the connection (Listener) or the Handler's cache, so that the
 // common case does not allocate.
-func (h *Handler) peerTenant(q request) string {
+func (h *Handler) peerTenant(q request) (string, netip.Addr) {
 	r := q.Request
 	if sc, ok := r.Context().Value(connKey{}).(*stampConn); ok && sc.tenant != "" {
-		return sc.tenant
+		return sc.tenant, sc.addr
 	}
-	return h.peers.TenantOf(r.RemoteAddr)
+	a := inbound.Addr(r.RemoteAddr)
+	return h.peers.Tenant(a), a
 }

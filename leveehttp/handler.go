@@ -245,7 +245,9 @@ type loadValue struct {
 //   - reports the outcome to the controller: an error for a status ≥ 500,
 //     the downstream rejection when the handler called Error or answered
 //     ≥ 500 after a Transport call made with the request's context was
-//     rejected (see the mapping table in the package documentation).
+//     rejected (see the mapping table in the package documentation);
+//     and the request's service time counted from when next has read its
+//     body, never for a stream or a hijacked connection (service.go).
 //
 // A nil next means http.NotFoundHandler(); a nil c admits everything. The
 // caller's request is never modified. The Handler is safe for concurrent
@@ -398,6 +400,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = degrade.WithLevel(ctx, l)
 	}
 	r2 := r.WithContext(ctx)
+	st.watchBody(r2)
 	if c := h.cfg.conc; c != nil {
 		st.startInHandler(c, r2)
 	}
@@ -484,6 +487,8 @@ type state struct {
 	inHandler inHandler
 	rw        recorder
 	ticket    admit.Ticket
+	body      serviceBody
+	wrote     atomic.Bool // the response has begun: service time starts no later
 	finished  bool
 	// explicit is the error given to Error, if any.
 	explicit error
@@ -539,6 +544,7 @@ func (rw *recorder) Header() http.Header { return rw.w.Header() }
 
 func (rw *recorder) WriteHeader(code int) {
 	if rw.status == 0 && code >= 200 {
+		rw.st.wrote.Store(true)
 		if code >= 500 && rw.st.explicit == nil {
 			if d := rw.st.downstream.Load(); d != nil {
 				if m := MidTier(d); m != nil {
@@ -562,7 +568,9 @@ func (rw *recorder) Write(p []byte) (int, error) {
 // Unwrap returns the underlying ResponseWriter for http.ResponseController.
 func (rw *recorder) Unwrap() http.ResponseWriter { return rw.w }
 
-// Flush implements http.Flusher when the underlying writer can flush.
+// Flush implements http.Flusher when the underlying writer can flush. A
+// response flushed before the handler returns is a stream (or a long
+// poll): its length is its caller's, not service time.
 func (rw *recorder) Flush() {
 	rw.st.streamed()
 	if rw.status == 0 {
@@ -573,7 +581,7 @@ func (rw *recorder) Flush() {
 
 // Hijack implements http.Hijacker when the underlying writer can hijack.
 // A hijacked connection carries no more HTTP/1 requests: its arrival
-// stamps are turned off.
+// stamps are turned off; its length is no service time.
 func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	rw.st.conn.stop()
 	rw.st.streamed()

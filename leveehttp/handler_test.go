@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,6 +75,10 @@ func testHandler(next http.Handler, admitErr error, dones *[]error, opts ...Hand
 	return h
 }
 
+// peer4 is the address of most callers of TestHandlerHeaders: the call's
+// Peer when its tenant is the caller's network.
+var peer4 = netip.MustParseAddr("192.0.2.7")
+
 func TestHandlerHeaders(t *testing.T) {
 	trustAll := WithTrust(func(*http.Request) bool { return true })
 	byAuth := WithTenant(func(r *http.Request) string { return r.Header.Get("X-User") })
@@ -87,57 +92,57 @@ func TestHandlerHeaders(t *testing.T) {
 		wantRej int           // 0: next called
 	}{
 		{name: "no headers", remote: "192.0.2.7:1234",
-			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "untrusted may lower", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Criticality": {"SHEDDABLE"}},
-			want:   levee.Call{Criticality: levee.Sheddable, Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Criticality: levee.Sheddable, Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "untrusted cannot raise", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Criticality": {"CRITICAL_PLUS"}},
-			want:   levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "untrusted number 4 capped", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Criticality": {"4"}},
-			want:   levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "trusted may raise", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Criticality": {"CRITICAL_PLUS"}},
-			want:   levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "malformed criticality is default", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Criticality": {"URGENT!!"}},
-			want:   levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "untrusted tenant header ignored", remote: "[2001:db8:1:2::77]:9",
 			header: map[string][]string{"Levee-Tenant": {"victim"}},
-			want:   levee.Call{Tenant: "2001:db8:1:2::/64"}},
+			want:   levee.Call{Tenant: "2001:db8:1:2::/64", Peer: netip.MustParseAddr("2001:db8:1:2::77")}},
 		{name: "trusted tenant header", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Tenant": {"acme"}},
 			want:   levee.Call{Tenant: "acme"}},
 		{name: "trusted hostile tenant falls back", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Tenant": {"a\x01b"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "tenant function", opts: []HandlerOption{byAuth}, remote: "192.0.2.7:1",
 			header: map[string][]string{"X-User": {"alice"}, "Levee-Tenant": {"victim"}},
 			want:   levee.Call{Tenant: "alice"}},
 		{name: "tenant function empty falls back", opts: []HandlerOption{byAuth}, remote: "192.0.2.7:1",
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "attempt trusted", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Attempt": {"2"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24", Attempt: 2}},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Attempt: 2, Peer: peer4}},
 		{name: "attempt untrusted ignored", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Attempt": {"2"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "attempt hostile", opts: []HandlerOption{trustAll}, remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Attempt": {"-4", "NaN"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "timeout ms", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Timeout-Ms": {"250"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 250 * time.Millisecond},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}, wantDL: 250 * time.Millisecond},
 		{name: "timeout min of all valid", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Timeout-Ms": {"900", "x"}, "Grpc-Timeout": {"300m"}, "X-Envoy-Expected-Rq-Timeout-Ms": {"400"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 300 * time.Millisecond},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}, wantDL: 300 * time.Millisecond},
 		{name: "timeout malformed ignored", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Timeout-Ms": {"1.5", "NaN", "１"}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}},
 		{name: "timeout huge clamped", remote: "192.0.2.7:1",
 			header: map[string][]string{"Levee-Timeout-Ms": {strings.Repeat("9", 100)}},
-			want:   levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 24 * time.Hour},
+			want:   levee.Call{Tenant: "192.0.2.0/24", Peer: peer4}, wantDL: 24 * time.Hour},
 		{name: "timeout zero is 504", remote: "192.0.2.7:1",
 			header:  map[string][]string{"Levee-Timeout-Ms": {"0"}},
 			wantRej: http.StatusGatewayTimeout},

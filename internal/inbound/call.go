@@ -2,6 +2,7 @@ package inbound
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/levee-dev/levee"
@@ -51,9 +52,9 @@ type Rules[R any] struct {
 	// (Tenant, then Peer). nil caps the asked criticality at CRITICAL.
 	Untrusted func(r R, asked levee.Criticality, has bool) (levee.Criticality, string)
 	// Peer returns the default tenant of r's caller, its network prefix
-	// (see Peers), or "unknown" for a transport without IP addresses.
-	// Required.
-	Peer func(r R) string
+	// (see Peers), or "unknown" for a transport without IP addresses, and
+	// the caller's address (the zero Addr when it has none). Required.
+	Peer func(r R) (tenant string, addr netip.Addr)
 	// Now reads the clock when Derive needs it and was not given it; nil
 	// means time.Now.
 	Now func() time.Time
@@ -125,8 +126,9 @@ func (x *Rules[R]) Derive(r R, arrival, now time.Time) (Request, error) {
 //     for an untrusted caller what Rules.Untrusted decides;
 //   - the tenant is a trusted caller's Levee-Tenant, else (untrusted)
 //     Rules.Untrusted's, else Rules.Tenant's result, else the peer's
-//     network prefix; every id is bounded and
-//     printable (wire.ParseTenant's rule);
+//     network prefix, and then only the call's Peer is the caller's
+//     address; every id is bounded and printable (wire.ParseTenant's
+//     rule);
 //   - the attempt number is a trusted caller's Levee-Attempt (0 when
 //     absent or malformed). An untrusted caller's is ignored: the share of
 //     retries among all arrivals turns every overload rejection into
@@ -158,7 +160,9 @@ func (x *Rules[R]) Call(r R) levee.Call {
 		c.Tenant = wire.FormatTenant(x.Tenant(r))
 	}
 	if c.Tenant == "" {
-		c.Tenant = x.Peer(r)
+		// The tenant is the caller's network: the controller may group
+		// the networks of one site (admit.WithPeerGroups) by the address.
+		c.Tenant, c.Peer = x.Peer(r)
 	}
 	if trusted {
 		c.Attempt, _ = wire.ParseAttempt(x.Header(r, Attempt))

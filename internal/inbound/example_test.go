@@ -3,6 +3,7 @@ package inbound_test
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/levee-dev/levee/internal/inbound"
@@ -19,7 +20,10 @@ func Example() {
 	}
 	rules := inbound.Rules[*http.Request]{
 		Header: func(r *http.Request, k inbound.Key) []string { return r.Header[names[k]] },
-		Peer:   func(r *http.Request) string { return peers.TenantOf(r.RemoteAddr) },
+		Peer: func(r *http.Request) (string, netip.Addr) {
+			a := inbound.Addr(r.RemoteAddr)
+			return peers.Tenant(a), a
+		},
 	}
 	r, _ := http.NewRequest("GET", "http://svc/", nil)
 	r.RemoteAddr = "198.51.100.9:4711"

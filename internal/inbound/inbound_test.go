@@ -28,7 +28,10 @@ func testRules(peers *Peers, withUser bool) *Rules[*req] {
 	x := &Rules[*req]{
 		Header: func(r *req, k Key) []string { return r.h[k] },
 		Trust:  func(r *req) bool { return r.trusted },
-		Peer:   func(r *req) string { return peers.TenantOf(r.peer) },
+		Peer: func(r *req) (string, netip.Addr) {
+			a := Addr(r.peer)
+			return peers.Tenant(a), a
+		},
 	}
 	if withUser {
 		x.Tenant = func(r *req) string { return r.user }
@@ -37,6 +40,13 @@ func testRules(peers *Peers, withUser bool) *Rules[*req] {
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// The callers' addresses, set as the call's Peer when the tenant is
+// derived from them (and only then).
+var (
+	p4 = netip.MustParseAddr("192.0.2.7")
+	p6 = netip.MustParseAddr("2001:db8:1:2::77")
+)
 
 func TestDerive(t *testing.T) {
 	long := strings.Repeat("k", 100)
@@ -51,23 +61,23 @@ func TestDerive(t *testing.T) {
 		wantNote string
 	}{
 		{name: "nothing", r: req{peer: "192.0.2.7:1"},
-			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "untrusted lowers", r: req{peer: "192.0.2.7:1", h: hdr(Criticality, "SHEDDABLE")},
-			want: levee.Call{Criticality: levee.Sheddable, Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Criticality: levee.Sheddable, Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "untrusted cannot raise", r: req{peer: "192.0.2.7:1", h: hdr(Criticality, "CRITICAL_PLUS")},
-			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "untrusted number 4 capped", r: req{peer: "192.0.2.7:1", h: hdr(Criticality, "4")},
-			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Criticality: levee.Critical, Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "trusted raises", r: req{trusted: true, peer: "192.0.2.7:1", h: hdr(Criticality, "CRITICAL_PLUS")},
-			want: levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "untrusted tenant ignored", r: req{peer: "[2001:db8:1:2::77]:9", h: hdr(Tenant, "victim")},
-			want: levee.Call{Tenant: "2001:db8:1:2::/64"}},
+			want: levee.Call{Tenant: "2001:db8:1:2::/64", Peer: p6}},
 		{name: "trusted tenant", r: req{trusted: true, peer: "192.0.2.7:1", h: hdr(Tenant, "acme")},
 			want: levee.Call{Tenant: "acme"}},
 		{name: "trusted long tenant hashed", r: req{trusted: true, peer: "192.0.2.7:1", h: hdr(Tenant, long)},
 			want: levee.Call{Tenant: wire.HashTenant(long)}},
 		{name: "trusted hostile tenant falls back", r: req{trusted: true, peer: "192.0.2.7:1", h: hdr(Tenant, "a\x01b")},
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "user tenant beats untrusted header", user: true, r: req{user: "alice", peer: "192.0.2.7:1", h: hdr(Tenant, "victim")},
 			want: levee.Call{Tenant: "alice"}},
 		{name: "trusted header beats user tenant", user: true, r: req{trusted: true, user: "alice", peer: "192.0.2.7:1", h: hdr(Tenant, "svc")},
@@ -75,33 +85,35 @@ func TestDerive(t *testing.T) {
 		{name: "user long tenant hashed", user: true, r: req{user: long, peer: "192.0.2.7:1"},
 			want: levee.Call{Tenant: wire.HashTenant(long)}},
 		{name: "user hostile tenant falls back", user: true, r: req{user: "x\ny", peer: "192.0.2.7:1"},
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "user empty falls back", user: true, r: req{peer: "192.0.2.7:1"},
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "no ip", r: req{peer: "@/run/sock"},
 			want: levee.Call{Tenant: Unknown}},
+		{name: "ipv4-mapped peer unmapped", r: req{peer: "[::ffff:192.0.2.7]:1"},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "attempt trusted", r: req{trusted: true, peer: "192.0.2.7:1", h: hdr(Attempt, "2")},
-			want: levee.Call{Tenant: "192.0.2.0/24", Attempt: 2}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Attempt: 2, Peer: p4}},
 		{name: "attempt untrusted ignored", r: req{peer: "192.0.2.7:1", h: hdr(Attempt, "9")},
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "attempt hostile", r: req{trusted: true, peer: "192.0.2.7:1", h: hdr(Attempt, "-4", "NaN")},
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "timeout", r: req{peer: "192.0.2.7:1", h: hdr(TimeoutMs, "250")},
-			want: levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 250 * time.Millisecond},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}, wantDL: 250 * time.Millisecond},
 		{name: "timeout counts from arrival", arrival: 100 * time.Millisecond, r: req{peer: "192.0.2.7:1", h: hdr(TimeoutMs, "250")},
-			want: levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 150 * time.Millisecond},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}, wantDL: 150 * time.Millisecond},
 		{name: "timeout spent while queued", arrival: 300 * time.Millisecond, r: req{peer: "192.0.2.7:1", h: hdr(TimeoutMs, "250")},
 			wantErr: ErrExpired},
 		{name: "minimum of every header", r: req{peer: "192.0.2.7:1", h: hdrs(map[Key][]string{
 			TimeoutMs: {"900", "x"}, GRPCTimeout: {"300m"}, EnvoyTimeoutMs: {"400"}})},
-			want: levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 300 * time.Millisecond},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}, wantDL: 300 * time.Millisecond},
 		{name: "envoy alone", r: req{peer: "192.0.2.7:1", h: hdr(EnvoyTimeoutMs, "40")},
-			want: levee.Call{Tenant: "192.0.2.0/24"}, wantDL: 40 * time.Millisecond},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}, wantDL: 40 * time.Millisecond},
 		{name: "malformed ignored", r: req{peer: "192.0.2.7:1", h: hdrs(map[Key][]string{
 			TimeoutMs: {"1.5", "NaN"}, GRPCTimeout: {"-1S", "10"}, EnvoyTimeoutMs: {"１"}})},
-			want: levee.Call{Tenant: "192.0.2.0/24"}},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}},
 		{name: "huge clamped", r: req{peer: "192.0.2.7:1", h: hdr(TimeoutMs, strings.Repeat("9", 40))},
-			want: levee.Call{Tenant: "192.0.2.0/24"}, wantDL: wire.MaxTimeout},
+			want: levee.Call{Tenant: "192.0.2.0/24", Peer: p4}, wantDL: wire.MaxTimeout},
 		{name: "zero expired", r: req{peer: "192.0.2.7:1", h: hdr(TimeoutMs, "0")}, wantErr: ErrExpired},
 		{name: "negative expired", r: req{peer: "192.0.2.7:1", h: hdr(EnvoyTimeoutMs, "500", "-3")}, wantErr: ErrExpired},
 		{name: "grpc zero expired", r: req{peer: "192.0.2.7:1", h: hdr(GRPCTimeout, "0n")}, wantErr: ErrExpired},
@@ -150,7 +162,7 @@ func TestDeriveExpiredKeepsCall(t *testing.T) {
 	x := testRules(&peers, false)
 	r := req{trusted: true, peer: "192.0.2.1:1", h: hdrs(map[Key][]string{TimeoutMs: {"0"}, Criticality: {"CRITICAL_PLUS"}})}
 	got, err := x.Derive(&r, t0, t0)
-	want := levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24"}
+	want := levee.Call{Criticality: levee.CriticalPlus, Tenant: "192.0.2.0/24", Peer: netip.MustParseAddr("192.0.2.1")}
 	if err != ErrExpired || got.Call != want || !got.Deadline.IsZero() {
 		t.Errorf("Derive = %+v, %v; want %+v without a deadline, ErrExpired", got, err, want)
 	}

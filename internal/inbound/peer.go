@@ -60,23 +60,33 @@ func (c *Peers) Tenant(addr netip.Addr) string {
 
 // TenantOf is Tenant for a remote address written as "ip:port" (as in
 // http.Request.RemoteAddr) or a bare ip; anything else gives Unknown.
-func (c *Peers) TenantOf(hostport string) string {
+func (c *Peers) TenantOf(hostport string) string { return c.Tenant(Addr(hostport)) }
+
+// TenantOfAddr is Tenant for a net.Addr (see NetAddr).
+func (c *Peers) TenantOfAddr(addr net.Addr) string { return c.Tenant(NetAddr(addr)) }
+
+// Addr returns the IP address of a remote address written as "ip:port"
+// (as in http.Request.RemoteAddr) or a bare ip, unmapped (an IPv4-mapped
+// IPv6 address is its IPv4 address); the zero Addr for anything else. It
+// does not allocate.
+func Addr(hostport string) netip.Addr {
 	if ap, err := netip.ParseAddrPort(hostport); err == nil {
-		return c.Tenant(ap.Addr())
+		return ap.Addr().Unmap()
 	}
 	if a, err := netip.ParseAddr(hostport); err == nil {
-		return c.Tenant(a)
+		return a.Unmap()
 	}
-	return Unknown
+	return netip.Addr{}
 }
 
-// TenantOfAddr is Tenant for a net.Addr: the IP of a TCP, UDP or IP
-// address, else the address's string form as TenantOf reads it.
-func (c *Peers) TenantOfAddr(addr net.Addr) string {
+// NetAddr returns the IP of a TCP, UDP or IP address, else of the
+// address's string form as Addr reads it, unmapped; the zero Addr for nil
+// or an address without an IP (a Unix socket).
+func NetAddr(addr net.Addr) netip.Addr {
 	var ip net.IP
 	switch a := addr.(type) {
 	case nil:
-		return Unknown
+		return netip.Addr{}
 	case *net.TCPAddr:
 		ip = a.IP
 	case *net.UDPAddr:
@@ -84,11 +94,11 @@ func (c *Peers) TenantOfAddr(addr net.Addr) string {
 	case *net.IPAddr:
 		ip = a.IP
 	default:
-		return c.TenantOf(addr.String())
+		return Addr(addr.String())
 	}
 	a, ok := netip.AddrFromSlice(ip)
 	if !ok {
-		return Unknown
+		return netip.Addr{}
 	}
-	return c.Tenant(a)
+	return a.Unmap()
 }
