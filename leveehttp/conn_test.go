@@ -2,10 +2,12 @@ package leveehttp
 
 import (
 	"fmt"
+	"github.com/levee-dev/levee"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -179,4 +181,30 @@ func (q *syncQueue) get() []time.Duration {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return append([]time.Duration(nil), q.d...)
+}
+
+// TestListenerPeer: through Listener (the peer's tenant computed once per
+// connection), an untrusted caller's call carries its network as tenant
+// and its address as Peer, for the controller's grouping of networks.
+func TestListenerPeer(t *testing.T) {
+	calls := make(chan levee.Call, 1)
+	h := NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls <- levee.CallFrom(r.Context())
+	}), nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ConnContext: ConnContext}
+	go func() { _ = srv.Serve(Listener(ln)) }()
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := levee.Call{Criticality: levee.Critical, Tenant: "127.0.0.0/24", Peer: netip.MustParseAddr("127.0.0.1")}
+	if got := <-calls; got != want {
+		t.Errorf("call %+v, want %+v", got, want)
+	}
 }
