@@ -2,7 +2,6 @@ package leveehttp
 
 import (
 	"fmt"
-	"github.com/levee-dev/levee"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/levee-dev/levee"
 )
 
 // chunkConn is a net.Conn whose Read returns the chunk the test gives it.
