@@ -299,7 +299,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	if forced != nil {
 		floor = forced.level
 	}
-	c.planned = planIn{shed: lo.shed, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
+	c.planned = planIn{shed: lo.shed, drain: lo.drain, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
 		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived, floor: floor}
 	res, fair := c.tenants.plan(c.planned)
 	c.snapped = res.snapped

@@ -41,10 +41,14 @@
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
 //	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
 //	        (the signal would show the flood a period or two later); until
-//	        then admissions beyond 2K a period are paced at K (surge.go)
+//	        then admissions beyond 2K a period are shed by the ladder down to
+//	        K (surge.go)
 //	  over and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
 //	        the backlog the flood built before the signal showed it (model:
-//	        backlog shrinks by K − admitted; the saturated signal is not integrated)
+//	        backlog shrinks by K − admitted; the saturated signal is not integrated),
+//	        shedding more only where A already sheds: the ladder's partly shed
+//	        rank (or the one above its fully shed ones), then the ranks the
+//	        tenant stage cuts; never a rank or tenant A leaves whole
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01;
 //	        below target A is never cut

@@ -52,8 +52,9 @@ type lawIn struct {
 
 // lawOut is what the law decided for the next period.
 type lawOut struct {
-	aim      float64 // admitted rate to aim for
-	shed     float64 // rate to shed: R − aim, ≥ 0 (0 when not shedding)
+	aim      float64 // admitted rate to aim for in the steady state: the target
+	shed     float64 // rate to shed for it: R − aim, ≥ 0 (0 when not shedding)
+	drain    float64 // rate to shed besides, to work a flood's backlog off (plan.go says from whom)
 	capacity float64 // the capacity the plan divides among tenants
 	// started and ended: an overload episode began or ended this period;
 	// epLen is the ended episode's length.
@@ -77,12 +78,7 @@ func (s law) step(in lawIn) (law, lawOut) {
 	s.lastLoad = load
 	ac := smooth.Alpha(in.dt, capTau)
 	if !s.shedding && load > 0.2 && load <= 1 && steady {
-		est := lagged / load
-		if s.capEst == 0 {
-			s.capEst = est
-		} else {
-			s.capEst = smooth.Toward(s.capEst, est, ac)
-		}
+		s = s.learnCapacity(lagged/load, ac)
 	}
 
 	// On entry, start from the capacity estimate and drain the queue the
@@ -104,12 +100,12 @@ func (s law) step(in lawIn) (law, lawOut) {
 	s.admCnt[1], s.admCnt[0] = s.admCnt[0], admCount
 	s.prevLoad = min(max(load, minLoad), maxLoad)
 	out.aim = s.target
-	if s.drain > 0 {
-		out.aim = max(0.1*s.capStart, s.capStart-s.drain/drainTime.Seconds())
-	}
 	if s.shedding {
 		out.shed = max(0, R-out.aim)
-		if out.shed > 0 {
+		if s.drain > 0 {
+			out.drain = max(0, min(R, out.aim)-max(0.1*s.capStart, s.capStart-s.drain/drainTime.Seconds()))
+		}
+		if out.shed > 0 || out.drain > 0 {
 			s.lastShed = in.now
 		} else if in.now-s.lastShed >= int64(episodeHold) && load < endLoad {
 			s.shedding = false
@@ -261,7 +257,20 @@ func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac float64) 
 	s.target = min(s.target, max(1.5*in.R, s.capEst))
 	s.target = max(s.target, 1e-3)
 	if load > 0.2 && load <= 1.2 && steady {
-		s.capEst = smooth.Toward(s.capEst, lagged/load, ac)
+		s = s.learnCapacity(lagged/load, ac)
+	}
+	return s
+}
+
+// learnCapacity moves the capacity estimate towards est by the share a;
+// the first estimate is taken as it is (smoothed up from nothing, a
+// capacity first learned in an episode would start an order of magnitude
+// low and take seconds to recover).
+func (s law) learnCapacity(est, a float64) law {
+	if s.capEst == 0 {
+		s.capEst = est
+	} else {
+		s.capEst = smooth.Toward(s.capEst, est, a)
 	}
 	return s
 }

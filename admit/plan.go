@@ -180,6 +180,7 @@ type planInput struct {
 	period float64                         // seconds until the next plan; 0 = fractions only
 	slack  float64                         // shed rate a fully shed boundary may leave unshed
 	floor  float64                         // forced shed level (ForceShed), 0 = none
+	drain  float64                         // rate to shed besides shed, to work a backlog off (law.go)
 }
 
 // planResult is the plan plus what Snapshot reports.
@@ -201,7 +202,7 @@ type planResult struct {
 // everyone (forced.go).
 func buildPlan(in planInput) planResult {
 	var res planResult
-	if !(in.shed > 0) && !(in.floor > 0) {
+	if !(in.shed > 0) && !(in.floor > 0) && !(in.drain > 0) {
 		return res
 	}
 	p := &plan{budgetRank: -1}
@@ -230,13 +231,13 @@ func buildPlan(in planInput) planResult {
 	add(in.units, true)
 	add(in.heavy, false)
 	S := max(0, in.shed)
-	floor := floorFractions(in.floor)
+	forced := floorFractions(in.floor)
 
 	// Stage 1: excess of tenants far above their fair share.
+	var ab []int // the tenants cut, heaviest first
 	if in.fair > 0 {
 		floor := farAbove * in.fair
 		var excess float64
-		var ab []int
 		for i := range ts {
 			if ts[i].far && ts[i].tot > floor {
 				ab = append(ab, i)
@@ -297,6 +298,23 @@ func buildPlan(in planInput) planResult {
 		res.snapped = true
 		S = 0
 	}
+	// A flood's backlog is worked off at the expense of what the overload
+	// already sheds, never of what the steady plan leaves whole: first in
+	// the rank the ladder sheds in part (tenants above their fair share
+	// first, as ever), or the one just above the ranks it sheds in full;
+	// then, beyond it, at the ranks the tenant stage cuts the tenants far
+	// above their share in (below). What neither can give is not shed:
+	// the backlog then drains more slowly.
+	D := max(0, in.drain)
+	top := -1 // the highest rank the ladder sheds anything of
+	if full < levee.NumCriticalities && (full > 0 || S > 1e-9) {
+		top = full
+		add := min(D, max(0, rest[full]-S))
+		S += add
+		D -= add
+	} else if full > 0 {
+		top = full - 1
+	}
 	above := func(t *trank) bool { return in.fair > 0 && t.tot > in.fair }
 	listed := 0.0 // rate of the partial rank's listed tenants, after their cut
 	// lad is the ladder's share of each rank, for everyone.
@@ -327,18 +345,29 @@ func buildPlan(in planInput) planResult {
 	// The floor: no rank sheds less than the forced level says, for
 	// unlisted tenants (fO) as for listed ones (below).
 	if partial >= 0 {
-		fH, fO = max(fH, floor[partial]), max(fO, floor[partial])
+		fH, fO = max(fH, forced[partial]), max(fO, forced[partial])
 	}
 	for r := range levee.NumCriticalities {
-		f := max(lad[r], floor[r])
+		f := max(lad[r], forced[r])
 		if r == partial {
 			f = fO
 		}
 		p.all[r], p.thr[r] = fracThr(f)
-		res.level += max(lad[r], floor[r])
-		res.rate += rest[r] * max(lad[r], floor[r])
+		res.level += max(lad[r], forced[r])
+		res.rate += rest[r] * max(lad[r], forced[r])
 	}
 	res.rate += res.tenantShed
+	for _, i := range ab {
+		for r := top + 1; r < levee.NumCriticalities && D > 0; r++ {
+			if !(ts[i].take[r] > 0) {
+				continue // a rank the tenant stage leaves whole
+			}
+			x := min(D, ts[i].rate[r]-ts[i].take[r])
+			ts[i].take[r] += x
+			res.tenantShed += x
+			D -= x
+		}
+	}
 	if partial >= 0 && in.period > 0 && fO < 1 {
 		// Unlisted tenants' admissions in the partial rank as a count.
 		others := max(0, rest[partial]-listed)
@@ -356,7 +385,7 @@ func buildPlan(in planInput) planResult {
 		var pace [levee.NumCriticalities]float64
 		differs := false
 		for r := range levee.NumCriticalities {
-			l := floor[r]
+			l := forced[r]
 			switch {
 			case r < full:
 				l = 1

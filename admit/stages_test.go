@@ -159,7 +159,7 @@ func lawAt(s law, loads []float64, R float64, degraded bool) (law, lawOut) {
 	for i, l := range loads {
 		adm := R
 		if s.shedding {
-			adm = min(R, out.aim)
+			adm = min(R, out.aim-out.drain)
 		}
 		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, prop: l, over: l > 1, R: R, admRate: adm, admitted: adm, degraded: degraded})
 	}
@@ -181,6 +181,17 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("capEst %.1f, shed %.1f, shedding %v; want 1000, 0, false", s.capEst, out.shed, s.shedding)
 		}
 	})
+	t.Run("a capacity first learned in an episode is taken whole", func(t *testing.T) {
+		// Overloaded from the start (a cold start into a flood): no
+		// capacity was learned below target. Once the episode's readings
+		// are steady, the estimate is admitted ÷ load at once, not that
+		// smoothed up from 0 (which read a tenth of it half a second in).
+		s, out := lawAt(law{}, repeat(1.1, 12), 1000, true)
+		want := (out.aim - out.drain) / 1.1
+		if !s.shedding || s.capEst < 0.8*want {
+			t.Errorf("shedding %v, capEst %.0f after 12 periods at load 1.1 admitting %.0f/s, want ≈ %.0f", s.shedding, s.capEst, out.aim-out.drain, want)
+		}
+	})
 	t.Run("does not shed before degradation", func(t *testing.T) {
 		s, _ := lawAt(law{capEst: 1000}, repeat(1.5, 5), 1500, false)
 		if s.shedding {
@@ -194,10 +205,10 @@ func TestLawStep(t *testing.T) {
 			t.Fatalf("started %v shedding %v, want an episode", out.started, s.shedding)
 		}
 		// The period admitted 1500/s against a capacity of 1000/s: 25
-		// requests of backlog, drained over drainTime (250 ms) by aiming
-		// 100/s below the capacity.
-		if math.Abs(s.target-1000) > 1 || math.Abs(s.drain-25) > 1e-6 || math.Abs(out.aim-900) > 1e-6 || math.Abs(out.shed-2100) > 1e-6 {
-			t.Errorf("target %.1f drain %.1f aim %.1f shed %.1f, want 1000, 25, 900, 2100", s.target, s.drain, out.aim, out.shed)
+		// requests of backlog, drained over drainTime (250 ms) by
+		// shedding 100/s more than the capacity needs.
+		if math.Abs(s.target-1000) > 1 || math.Abs(s.drain-25) > 1e-6 || math.Abs(out.aim-1000) > 1e-6 || math.Abs(out.shed-2000) > 1e-6 || math.Abs(out.drain-100) > 1e-6 {
+			t.Errorf("target %.1f drain %.1f aim %.1f shed %.1f drain rate %.1f, want 1000, 25, 1000, 2000, 100", s.target, s.drain, out.aim, out.shed, out.drain)
 		}
 	})
 	t.Run("does not enter without the signals' verdict", func(t *testing.T) {

@@ -150,6 +150,7 @@ type planIn struct {
 	period   float64                         // seconds the plan's budgets must last
 	arrived  uint64                          // arrivals counted so far (the tenants' sequences start here)
 	floor    float64                         // forced shed level, 0 = none
+	drain    float64                         // rate to shed besides shed, for a backlog
 }
 
 // evidence is the number of standard deviations a tenant's rate must
@@ -199,7 +200,7 @@ func (t *tenants) plan(in planIn) (res planResult, fair float64) {
 		k = in.R / sampled
 	}
 	fair = t.group(in.capacity, k)
-	if !(in.shed > 0) && !(in.floor > 0) {
+	if !(in.shed > 0) && !(in.floor > 0) && !(in.drain > 0) {
 		return res, fair
 	}
 
@@ -248,7 +249,7 @@ func (t *tenants) plan(in planIn) (res planResult, fair float64) {
 	sortUnits(t.heavy)
 
 	res = buildPlan(planInput{shed: in.shed, rate: in.mix, units: t.far, heavy: t.heavy, fair: fair,
-		period: in.period, slack: boundarySlack * in.aim, floor: in.floor})
+		period: in.period, slack: boundarySlack * in.aim, floor: in.floor, drain: in.drain})
 	if res.p != nil && res.p.hasTenants {
 		// Each plan continues the listed tenants' sequences where the
 		// arrivals have got to: restarting them at 0 every period would
