@@ -75,8 +75,7 @@ func (p *heapPlant) run(t *testing.T, seed uint64, phases []phase) plantRun {
 	synctest.Test(t, func(t *testing.T) {
 		p.rng = rand.New(rand.NewPCG(seed, 1))
 		p.live, p.sampled = p.base, math.NaN()
-		res := Memory(nil)
-		res.Read = func() Reading { return Reading{Value: p.sampled, Time: p.sampleT, Cycle: p.cycles + 1} }
+		res := MemoryResource(func() Reading { return Reading{Value: p.sampled, Time: p.sampleT, Cycle: p.cycles + 1} })
 		m := New(WithResources(res), WithCollector(func() { p.collect.Store(true) }))
 		out = p.drive(m, phases)
 	})
@@ -84,7 +83,7 @@ func (p *heapPlant) run(t *testing.T, seed uint64, phases []phase) plantRun {
 }
 
 func (p *heapPlant) drive(m *Manager, phases []phase) plantRun {
-	inFlight := (Memory(nil).Goal - p.base) / p.share
+	inFlight := (MemoryResource(nil).Goal - p.base) / p.share
 	out := plantRun{fit: inFlight / p.service.Seconds()}
 	now := t0
 	next := now

@@ -40,13 +40,22 @@ func Resources(set *pressure.Set) []Resource {
 // raises the level.
 func Memory(m *pressure.Memory) Resource {
 	cycles := gcCycles()
+	return MemoryResource(func() Reading {
+		r := m.Reading()
+		return Reading{Value: r.Value, Used: float64(r.InUse), Limit: float64(r.Limit), Time: r.Time, Cycle: cycles()}
+	})
+}
+
+// MemoryResource returns the resource "memory" with Memory's thresholds,
+// margin and goal over any reading of the fraction of a memory limit in
+// use: levee's simulator reads its instances' memory (the requests in
+// flight against their memory limit) through it, so that a simulated
+// instance refuses work by the rule a real one does.
+func MemoryResource(read func() Reading) Resource {
 	return Resource{
 		Name: "memory", Unit: "bytes",
 		Enter: [NumLevels - 1]float64{0.92, 0.95, 0.98}, Margin: 0.04, Goal: 0.9,
-		Read: func() Reading {
-			r := m.Reading()
-			return Reading{Value: r.Value, Used: float64(r.InUse), Limit: float64(r.Limit), Time: r.Time, Cycle: cycles()}
-		},
+		Read: read,
 	}
 }
 
