@@ -31,9 +31,10 @@ import (
 //     waiting get the short deadline at once (the http.Server's fields
 //     are never written);
 //   - descriptors: when Accept fails because the process is out of them
-//     (EMFILE, ENFILE), the idle connections are closed so that the next
-//     accept, a health probe's perhaps, succeeds. Connections are never
-//     refused.
+//     (EMFILE, ENFILE), the idle connections and those stuck in a request
+//     head for over a second are closed and the accept is tried again at
+//     once, so that the connection waiting, a health probe's perhaps, is
+//     taken before net/http backs off. Connections are never refused.
 //
 // Wiring (leveehttp.Protect does it; by hand):
 //
@@ -285,26 +286,36 @@ func (o *Overload) shortTimeouts(now time.Time) (idle, header time.Duration, ok 
 	return s.IdleTimeout, s.HeaderTimeout, true
 }
 
-// outOfDescriptors closes the idle connections, at most every 100 ms,
-// after Accept failed for want of a descriptor.
-func (o *Overload) outOfDescriptors() {
+// outOfDescriptors closes, at most every 100 ms, the connections that
+// hold a descriptor for nothing after Accept failed for want of one: the
+// idle ones (between requests, or never sent a byte), and those that have
+// been reading a request's head for more than a second (a slow or hostile
+// sender). It reports whether it closed any.
+func (o *Overload) outOfDescriptors() bool {
 	now := o.cfg.now()
 	o.mu.Lock()
 	if now.Sub(o.lastClose) < 100*time.Millisecond && !now.Before(o.lastClose) {
 		o.mu.Unlock()
-		return
+		return false
 	}
 	o.lastClose = now
+	slow := now.Add(-time.Second).UnixNano()
 	var idle []*overloadConn
 	for c := range o.conns {
-		if c.phase.Load() == phaseIdle {
+		switch c.phase.Load() {
+		case phaseIdle:
 			idle = append(idle, c)
+		case phaseHead:
+			if c.since.Load() < slow {
+				idle = append(idle, c)
+			}
 		}
 	}
 	o.mu.Unlock()
 	for _, c := range idle {
 		c.Close()
 	}
+	return len(idle) > 0
 }
 
 // isOutOfDescriptors reports whether err says the process (EMFILE) or the

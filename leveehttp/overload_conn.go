@@ -30,10 +30,13 @@ type overloadListener struct {
 
 func (l *overloadListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
+	// Out of descriptors: close the connections that hold one for
+	// nothing and try again at once, before net/http backs off (up to a
+	// second, while a health probe waits in the backlog).
+	for try := 0; err != nil && isOutOfDescriptors(err) && try < 2 && l.o.outOfDescriptors(); try++ {
+		c, err = l.Listener.Accept()
+	}
 	if err != nil {
-		if isOutOfDescriptors(err) {
-			l.o.outOfDescriptors()
-		}
 		return c, err
 	}
 	oc := &overloadConn{Conn: c, o: l.o}

@@ -269,25 +269,38 @@ func TestOverloadOutOfDescriptors(t *testing.T) {
 	}
 	defer ln.Close()
 	ol := o.Listener(ln)
-	go func() {
-		c, _ := net.Dial("tcp", ln.Addr().String())
-		if c != nil {
-			defer c.Close()
-			time.Sleep(10 * time.Second)
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	idle, err := ol.Accept() // a connection, idle
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial()
+	idle, err := ol.Accept() // a connection that sends nothing: idle
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer idle.Close()
+	waiting := dial() // a probe, waiting in the backlog
 	el := o.Listener(&emfileListener{Listener: ln})
-	if _, err := el.Accept(); !isOutOfDescriptors(err) {
-		t.Fatalf("Accept: %v, want EMFILE", err)
+	got, err := el.Accept()
+	if err != nil {
+		t.Fatalf("Accept after EMFILE: %v, want the waiting connection, taken at once", err)
+	}
+	defer got.Close()
+	if got.RemoteAddr().String() != waiting.LocalAddr().String() {
+		t.Errorf("accepted %v, want the waiting connection %v", got.RemoteAddr(), waiting.LocalAddr())
 	}
 	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := idle.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("the idle connection after EMFILE: read %v, want it closed", err)
+	}
+	// A second EMFILE within 100 ms closes nothing more and is returned.
+	el = o.Listener(&emfileListener{Listener: ln})
+	if _, err := el.Accept(); !isOutOfDescriptors(err) {
+		t.Errorf("a second EMFILE at once: %v, want it returned", err)
 	}
 }
 

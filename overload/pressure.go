@@ -1,8 +1,10 @@
 package overload
 
 import (
+	"errors"
 	"runtime/metrics"
 	"sync"
+	"syscall"
 
 	"github.com/levee-dev/levee/pressure"
 )
@@ -60,15 +62,18 @@ func MemoryResource(read func() Reading) Resource {
 }
 
 // GC returns the resource "gc_cpu" of g: the share of the CPU the garbage
-// collector takes. Thresholds 0.3, 0.4, 0.48 (past GOMEMLIMIT the
-// runtime caps the collector near half of the CPU: 0.48 is a process
-// pinned at that cap), margin 0.05. It does not steer the requests in
-// flight (a collector's share does not scale with them; the memory it
-// collects does).
+// collector takes. Thresholds 0.4, 0.45, 0.5, margin 0.05: above the
+// 0.3 admission control steers to (and that a young process reads for a
+// second or two while its first collections run on a tiny heap); past
+// GOMEMLIMIT the runtime caps the collector at about half of the CPU, so
+// Critical is a process pinned at that cap, and the memory resource
+// usually gets there first. It does not steer the requests in flight (a
+// collector's share does not scale with them; the memory it collects
+// does).
 func GC(g *pressure.GCCPU) Resource {
 	return Resource{
 		Name:  "gc_cpu",
-		Enter: [NumLevels - 1]float64{0.3, 0.4, 0.48},
+		Enter: [NumLevels - 1]float64{0.4, 0.45, 0.5},
 		Read: func() Reading {
 			r := g.Reading()
 			return Reading{Value: g.Value(), Time: r.Time}
@@ -92,11 +97,23 @@ func Goroutines(c *pressure.Count) Resource {
 // margin 0.05: connections hold descriptors, idle ones included, so the
 // actions that close connections (keep-alive off, short idle timeouts at
 // High) act on it; the requests in flight are not capped for it.
+//
+// Counting the descriptors takes one (the listing of /proc/self/fd): a
+// process out of them cannot count them. A reading that failed with
+// EMFILE or ENFILE therefore reads 1, the limit reached, rather than
+// nothing.
 func OpenFiles(c *pressure.Count) Resource {
 	return Resource{
 		Name: c.Name(), Unit: "descriptors",
 		Enter: [NumLevels - 1]float64{0.7, 0.85, 0.95},
-		Read:  countReader(c),
+		Read: func() Reading {
+			r := c.Reading()
+			out := Reading{Value: r.Value, Used: float64(r.Count), Limit: float64(r.Limit), Time: r.Time}
+			if errors.Is(r.Err, syscall.EMFILE) || errors.Is(r.Err, syscall.ENFILE) {
+				out.Value = 1
+			}
+			return out
+		},
 	}
 }
 
