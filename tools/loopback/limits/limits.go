@@ -56,7 +56,7 @@ type LimitLine struct {
 	Closed int64
 	// Died and Panicked report the server's end; Log is what it logged.
 	Died, Panicked bool
-	Log            string `json:"-"`
+	Log            string  `json:"-"`
 	Trace          []Stats `json:"-"`
 }
 
