@@ -96,8 +96,8 @@ func TestMemory(t *testing.T) {
 	for _, p := range prots {
 		switch p {
 		case None:
-			if got := med(p, func(l MemoryLine) float64 { return l.SurgeRSS }); got <= 2 {
-				t.Errorf("unprotected: surge RSS %.2f × the limit, want > 2 (the lab does not overload)", got)
+			if got := med(p, func(l MemoryLine) float64 { return l.PeakRSS }); got <= 2 {
+				t.Errorf("unprotected: peak RSS %.2f × the limit, want > 2 (the lab does not overload)", got)
 			}
 		case Levee, Manager:
 			if got := med(p, func(l MemoryLine) float64 { return l.PeakRSS }); got > 1.25 {
