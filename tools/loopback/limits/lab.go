@@ -216,10 +216,34 @@ type sample struct {
 
 func startWatch(ctx context.Context, s *Server, period time.Duration) (*watch, func()) {
 	w := &watch{}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
 	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	wg.Go(func() {
+	stopRSS := every(ctx, period, func(now time.Time) {
+		if rss, err := s.RSS(); err == nil {
+			w.add(&w.rss, now, float64(rss))
+		}
+	})
+	stopProbes := every(ctx, period, func(now time.Time) {
+		ok := 0.0
+		if resp, err := probe.Get("http://" + s.Addr + "/healthz"); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				ok = 1
+			}
+		}
+		w.add(&w.probes, now, ok)
+	})
+	return w, func() { stopRSS(); stopProbes() }
+}
+
+// every calls f with the tick time every period, from a goroutine of its
+// own, until the returned function is called (it waits for the last call
+// to return) or ctx is done.
+func every(ctx context.Context, period time.Duration, f func(now time.Time)) func() {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -227,33 +251,11 @@ func startWatch(ctx context.Context, s *Server, period time.Duration) (*watch, f
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				if rss, err := s.RSS(); err == nil {
-					w.add(&w.rss, now, float64(rss))
-				}
+				f(now)
 			}
 		}
-	})
-	wg.Go(func() {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				ok := 0.0
-				if resp, err := probe.Get("http://" + s.Addr + "/healthz"); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusOK {
-						ok = 1
-					}
-				}
-				w.add(&w.probes, now, ok)
-			}
-		}
-	})
-	return w, func() { cancel(); wg.Wait() }
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (w *watch) add(dst *[]sample, t time.Time, v float64) {
@@ -326,24 +328,11 @@ func holdConns(ctx context.Context, addr string, n int, partial bool) int64 {
 // trace fetches the child's stats every period into *dst until the
 // returned function is called.
 func trace(ctx context.Context, s *Server, period time.Duration, dst *[]Stats) func() {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if st, err := s.Stats(ctx); err == nil {
-					*dst = append(*dst, st)
-				}
-			}
+	return every(ctx, period, func(time.Time) {
+		if st, err := s.Stats(ctx); err == nil {
+			*dst = append(*dst, st)
 		}
-	}()
-	return func() { cancel(); <-done }
+	})
 }
 
 // TraceLine formats one trace entry: the in-flight count and cap, the

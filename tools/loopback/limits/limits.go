@@ -179,13 +179,5 @@ func LimitTable(lines []LimitLine, order []string) string {
 	if len(lines) > 0 {
 		title = lines[0].Kind + " lab (medians [min–max])"
 	}
-	return table(title, order, func(p string) []LimitLine {
-		var out []LimitLine
-		for _, l := range lines {
-			if l.Protection == p {
-				out = append(out, l)
-			}
-		}
-		return out
-	}, rows)
+	return table(title, order, lines, func(l LimitLine) string { return l.Protection }, rows)
 }

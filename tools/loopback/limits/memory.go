@@ -249,19 +249,12 @@ func MemoryTable(lines []MemoryLine, order []string) string {
 		{"recovery after the surge (s, -1 never)", func(l MemoryLine) float64 { return l.Recovery }},
 		{"health probes failed", func(l MemoryLine) float64 { return float64(l.Probes - l.ProbesOK) }},
 	}
-	return table("memory lab (medians [min–max])", order, func(p string) []MemoryLine {
-		var out []MemoryLine
-		for _, l := range lines {
-			if l.Protection == p {
-				out = append(out, l)
-			}
-		}
-		return out
-	}, rows)
+	return table("memory lab (medians [min–max])", order, lines, func(l MemoryLine) string { return l.Protection }, rows)
 }
 
-// table renders rows of figures for each protection of order.
-func table[L any](title string, order []string, of func(string) []L, rows []struct {
+// table renders rows of figures, one column for each protection of
+// order, over the lines of that protection (prot names a line's).
+func table[L any](title string, order []string, lines []L, prot func(L) string, rows []struct {
 	label string
 	f     func(L) float64
 }) string {
@@ -279,8 +272,10 @@ func table[L any](title string, order []string, of func(string) []L, rows []stru
 		fmt.Fprintf(&b, "| %s |", r.label)
 		for _, p := range order {
 			var xs []float64
-			for _, l := range of(p) {
-				xs = append(xs, r.f(l))
+			for _, l := range lines {
+				if prot(l) == p {
+					xs = append(xs, r.f(l))
+				}
 			}
 			b.WriteString(" " + spread(xs) + " |")
 		}
