@@ -33,17 +33,21 @@ import (
 // never shows it health probes. Connections are never refused.
 //
 // InFlight: a resource with a Goal (memory, goroutines) grows with the
-// requests in flight. At each step the Manager pairs the resource's latest
-// measurement with the fewest requests that were in flight while it could
-// have been taken, estimates the share of the resource one request holds
-// (at most the reading ÷ those requests: an upper bound, so the estimate
-// errs on the side of the limit), and caps the requests in flight at the
-// number that brings the reading to its Goal. The cap acts on each
-// request as it arrives: a surge is held at the cap at once, whatever the
-// lag of the measurement (the live heap is measured once per garbage
-// collection). Below half its Goal a resource sets no cap. SHEDDABLE
-// requests may use 80% of the cap, SHEDDABLE_PLUS 90%, CRITICAL all of it
-// (WithInFlightShares): the lower criticalities are refused first.
+// requests in flight. The Manager learns the line that relates the two
+// (reading ≈ base + share × requests, from one-second averages and the
+// settled moment with the fewest requests, often the idle start) and caps
+// the requests in flight at the number where the line reaches the Goal;
+// it also computes the cap from the latest measurement and the requests in
+// flight while it may have been taken, and keeps the lower. The cap acts
+// on each request as it arrives: a surge is held at the cap at once,
+// whatever the lag of the measurement (the live heap is measured once per
+// garbage collection). Until the share of a request is known (no settled
+// moment with fewer requests yet) a resource caps only from 0.9 of its
+// Goal, holding the requests near where they are. SHEDDABLE requests may
+// use 80% of the cap, SHEDDABLE_PLUS 90%, CRITICAL all of it
+// (WithInFlightShares): the lower criticalities are refused first. The
+// action counts as active while the requests in flight come within half
+// of the cap; the cap applies whenever it is set.
 type Action uint8
 
 // The actions.

@@ -18,10 +18,12 @@
 //   - Every action reverts by itself: with hysteresis when the pressure
 //     passes, and within a few periods if the Manager stops.
 //
-// Non-goals: steering the admitted rate to a target (package admit does,
-// from package pressure's signals, memory among them) and capacity
-// estimation. The Manager is the backstop that acts on the process's
-// hard limits, where admission steers.
+// Non-goals: steering the admitted rate to a target and estimating
+// capacity: package admit does, from the CPU, scheduler-latency,
+// queue-delay and concurrency signals. The signals of a hard limit
+// (memory, GC, goroutines, descriptors) lag admission and are not rates
+// (package pressure says why): they are the Manager's, which acts on them
+// with the request gate and the actions where admission steers.
 //
 // # The model
 //
@@ -53,9 +55,10 @@
 //
 //	set, _ := pressure.Default(pressure.WithGoroutineLimit(10000))
 //	go set.Run(ctx)
-//	ctl := admit.New(admit.WithSignals(set.Signals()...))
+//	ctl := admit.New(admit.WithSignals(set.CPU, set.Sched, set.Queue, set.Concurrency))
 //	m := overload.New(overload.WithResources(overload.Resources(set)...),
-//		overload.WithShedder(ctl), overload.WithLogger(slog.Default()))
+//		overload.WithShedder(ctl), // a Shedder: admit's ForceShed
+//		overload.WithLogger(slog.Default()))
 //	go m.Run(ctx)
 //
 // Costs: Enter and Exit are one atomic load and one atomic add while no
