@@ -1,6 +1,9 @@
 package levee
 
-import "context"
+import (
+	"context"
+	"net/netip"
+)
 
 // Call is what levee carries about a request from hop to hop: how important
 // it is, on whose behalf it is made and which attempt it is. The zero value
@@ -14,6 +17,12 @@ type Call struct {
 	Tenant string
 	// Attempt is 0 for a first attempt, 1 and 2 for retries.
 	Attempt int
+	// Peer is the caller's network address when Tenant was derived from it
+	// (an untrusted caller's address prefix, see leveehttp), and the zero
+	// Addr otherwise. Admission control reads it to group the tenants of
+	// one network (the IPv6 /64s of one /48) without parsing Tenant; it is
+	// never sent to the next hop.
+	Peer netip.Addr
 }
 
 type callKey struct{}

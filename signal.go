@@ -1,8 +1,13 @@
 package levee
 
 // Signal is a resource reading that tells an admission controller whether
-// the process is overloaded. The process is overloaded when any enabled
-// signal's Value is above its Target.
+// the process is overloaded. A signal that measures waiting (a queueing
+// delay, a latency) above its Target means overload. A utilisation — a
+// signal that also has a method Saturation() float64 returning the
+// reading at which its resource is full, as pressure's CPU does — above
+// its Target means only that the resource is busy; package admit
+// ("How signals combine") counts it as overload when a waiting signal
+// confirms it.
 //
 // Implementations sample in the background (package pressure) or are set by
 // hand (tests, the simulator on virtual time); Value and Target must be safe

@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/levee-dev/levee"
@@ -16,11 +17,11 @@ import (
 // it in a variable and call Done on that variable.
 type Ticket struct {
 	c     *Controller
-	start int64  // unix ns when sampled for service time, else 0
+	start int64  // start of service (the controller's scale), if timed
 	route uint64 // route hash
 	// flags packs the degrade level (low 8 bits), done, real-clock start,
-	// a run slot held and the criticality (bits 12–13): four fields keep a
-	// Ticket in registers on return.
+	// a run slot held, timed and the criticality (bits 12–13): four fields
+	// keep a Ticket in registers on return.
 	flags uint32
 }
 
@@ -28,35 +29,63 @@ const (
 	ticketDone  = 1 << 8
 	ticketReal  = 1 << 9
 	ticketSlot  = 1 << 10
-	ticketCrit  = 12 // shift of the criticality
+	ticketTimed = 1 << 11 // measured for the route's service time
+	ticketCrit  = 12      // shift of the criticality
 	ticketCritM = 3 << ticketCrit
 )
 
 // Admit decides whether to start the request described by ctx (its
 // levee.Call carries criticality, tenant and attempt; its deadline, the time
 // left). It returns a Ticket, or a *levee.RejectedError (shared: do not
-// modify) with Reason Deadline when ctx is done or the time left is below
-// the route's learned service time, Quota when the tenant is over its
+// modify) with Reason Deadline when ctx is done or its deadline cannot be
+// met (the time left is below the route's learned service time, on strong
+// evidence: see WithRoute), Quota when the tenant is over its
 // quota, and Overloaded when the request falls in the part being shed.
 //
 // Admit reads the coarse clock that Run and every 16th Admit refresh
-// (to within 10 ms when idle) instead of calling time.Now; without Run it calls
-// time.Now. It takes no lock and does not allocate. While Run is active,
-// one Admit in 16 reads the clock itself and, when Run's timer has fallen
-// more than two periods behind (a saturated process), runs the control
-// step in its place (see Run).
+// (to within 10 ms when idle) instead of reading the clock itself. It takes
+// no lock and does not allocate. While Run is active, one Admit in 16
+// reads the clock itself and, when Run's timer has fallen more than two
+// periods behind (a saturated process), runs the control step in its place
+// (see Run). Without Run (never started, or its ctx done) every Admit
+// reads the clock, and when no Step has run for a period, one Admit runs
+// it: a Controller that nobody steps still protects, and says once
+// in the log (WithLogger, else slog.Default) that Run is missing. A plan
+// that no Step has refreshed for planLife (four periods) is no longer
+// applied: nothing is shed on stale information.
 func (c *Controller) Admit(ctx context.Context) (Ticket, error) {
 	now := c.clock.Load()
 	if now == 0 {
-		now = time.Now().UnixNano()
+		now = c.unrun()
 	}
-	return c.admit(ctx, now, true)
+	return c.admit(ctx, now, 0, true)
 }
 
 // AdmitAt is Admit at the given time, for virtual time. Pair it with
-// Ticket.DoneAt.
+// Ticket.DoneAt and Step.
 func (c *Controller) AdmitAt(ctx context.Context, now time.Time) (Ticket, error) {
-	return c.admit(ctx, now.UnixNano(), false)
+	off := c.offset.Load()
+	return c.admit(ctx, int64(now.Sub(c.origin))+off, off, false)
+}
+
+// prefixKeys returns the keys of the prefixes of addr that may be grouped
+// (see WithPeerGroups), 0 for the others.
+func (c *Controller) prefixKeys(addr netip.Addr) (l1, l2 uint64) {
+	l1, l2 = fairq.PrefixKeys(c.seed, addr)
+	g := c.cfg.groups
+	if addr.Unmap().Is4() {
+		if g&GroupIPv4 == 0 {
+			l1 = 0
+		}
+		return l1, 0
+	}
+	if g&GroupIPv6Site == 0 {
+		l1 = 0
+	}
+	if g&GroupIPv6ISP == 0 || l1 == 0 {
+		l2 = 0
+	}
+	return l1, l2
 }
 
 // Odd multipliers giving independent-looking Weyl sequences for the
@@ -66,7 +95,9 @@ const (
 	serviceMul = 0xAEF17502108EF2D9
 )
 
-func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, error) {
+// admit decides at now (the controller's scale, which includes off for an
+// explicit time) whether to admit.
+func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Ticket, error) {
 	call := levee.CallFrom(ctx)
 	cr := call.Criticality
 	if !cr.Valid() {
@@ -87,22 +118,47 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 	if c.routeFn != nil {
 		route = fairq.Hash(c.seed, c.routeFn(ctx))
 	}
+	probe := false
 	if dl, ok := ctx.Deadline(); ok {
-		left := dl.UnixNano() - now
-		if left <= 0 || left < c.routes.serviceTime(route) {
+		left := int64(dl.Sub(c.origin)) + off - now
+		if left <= 0 {
 			c.rejected[cr][levee.Deadline].Add(1)
 			return Ticket{}, c.errDeadline
 		}
+		if c.routes.cannotMeet(route, left, now) {
+			if n%probeEvery != 0 {
+				c.rejected[cr][levee.Deadline].Add(1)
+				return Ticket{}, c.errDeadline
+			}
+			probe = true // admitted anyway and measured: a wrong estimate heals
+		}
 	}
 	p := c.plan.Load()
-	var key uint64
+	if p != nil && now > p.until {
+		p = nil // not refreshed for planLife: shed nothing on stale information
+	}
+	if p == nil && n%surgeEvery == 0 {
+		p = c.checkSurge(now)
+	}
+	var key, l1, l2 uint64
 	if call.Tenant != "" {
 		sampled := (n*tenantMul)>>(64-c.sampleShift.Load()) == 0
-		if sampled || (p != nil && p.hasTenants) || c.quotas != nil {
+		listing := p != nil && p.hasTenants
+		if sampled || listing || c.quotas != nil {
 			key = fairq.Key(fairq.Hash(c.seed, call.Tenant))
 		}
+		if (sampled || listing) && call.Peer.IsValid() && c.cfg.groups != 0 {
+			l1, l2 = c.prefixKeys(call.Peer)
+		}
 		if sampled {
-			c.ring.Add(fairq.Sample(key, int(cr)))
+			switch {
+			case l2 != 0:
+				c.ring.Add3(fairq.ParentsSample(key, int(cr)), fairq.ParentSample(l1, 1, int(cr)), fairq.ParentSample(l2, 2, int(cr)))
+			case l1 != 0:
+				c.ring.Add2(fairq.ParentsSample(key, int(cr)), fairq.ParentSample(l1, 1, int(cr)))
+			default:
+				c.ring.Add(fairq.Sample(key, int(cr)))
+			}
 		}
 		if c.quotas != nil {
 			if q := c.quotas[call.Tenant]; q != nil {
@@ -116,15 +172,16 @@ func (c *Controller) admit(ctx context.Context, now int64, real bool) (Ticket, e
 			return Ticket{}, rej
 		}
 	}
-	if p != nil && p.shed(key, cr.Rank(), n, c.off) {
+	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now, call.Attempt > 0) {
 		c.rejected[cr][levee.Overloaded].Add(1)
 		return Ticket{}, c.overErr[cr].Load()
 	}
 	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level())) | uint32(cr)<<ticketCrit}
-	if (n*serviceMul)>>(64-serviceShift) == 0 {
+	if probe || (n*serviceMul)>>(64-serviceShift) == 0 {
+		t.flags |= ticketTimed
 		if real {
 			t.flags |= ticketReal
-			t.start = time.Now().UnixNano()
+			t.start = c.clk.now()
 		} else {
 			t.start = now
 		}
@@ -141,11 +198,11 @@ func (t *Ticket) Done(err error) {
 		return
 	}
 	var now int64
-	if t.start != 0 {
+	if t.flags&ticketTimed != 0 {
 		if t.flags&ticketReal != 0 {
-			now = time.Now().UnixNano()
+			now = t.c.clk.now()
 		} else {
-			now = t.start // a virtual-time ticket finished in real time: learn nothing
+			t.flags &^= ticketTimed // a virtual-time ticket finished in real time: learn nothing
 		}
 	}
 	t.finish(now, err)
@@ -156,7 +213,7 @@ func (t *Ticket) DoneAt(now time.Time, err error) {
 	if t.c == nil || t.flags&ticketDone != 0 {
 		return
 	}
-	t.finish(now.UnixNano(), err)
+	t.finish(t.c.mono(now), err)
 }
 
 func (t *Ticket) finish(now int64, err error) {
@@ -178,10 +235,36 @@ func (t *Ticket) finish(now int64, err error) {
 		}
 		return
 	}
-	if t.start != 0 {
-		c.routes.observe(t.route, now-t.start)
+	if t.flags&ticketTimed != 0 {
+		c.routes.observe(t.route, now-t.start, now)
 	}
 }
+
+// Start marks the start of service: the route's service time is learned
+// from here to Done. Admit marks it, and Wait again when the request
+// waited in the run queue; an adapter calls Start once the work really
+// begins, for example when the request body has been read, so that the
+// time a slow sender takes to upload is not taken for service time. It is
+// one branch for the 63 tickets in 64 that are not measured.
+func (t *Ticket) Start() {
+	if t.c != nil && t.flags&(ticketTimed|ticketDone) == ticketTimed && t.flags&ticketReal != 0 {
+		t.start = t.c.clk.now()
+	}
+}
+
+// StartAt is Start at the given time, for virtual time (pair it with
+// AdmitAt and DoneAt).
+func (t *Ticket) StartAt(now time.Time) {
+	if t.c != nil && t.flags&(ticketTimed|ticketDone) == ticketTimed && t.flags&ticketReal == 0 {
+		t.start = t.c.mono(now)
+	}
+}
+
+// Exclude says that this request's duration is not a service time — a
+// stream, a long-poll, a hijacked or upgraded connection, anything whose
+// length the caller rather than the work decides — so the route learns
+// nothing from it. Done must still be called.
+func (t *Ticket) Exclude() { t.flags &^= ticketTimed }
 
 // DegradeLevel returns the degradation level in force when the request was
 // admitted; handlers choose their cheaper answer from it.
@@ -216,7 +299,7 @@ func (t *Ticket) Wait(ctx context.Context) error {
 		return nil
 	}
 	cr := levee.Criticality((t.flags & ticketCritM) >> ticketCrit)
-	ok, timedOut := q.wait(ctx, time.Now().UnixNano())
+	ok, timedOut := q.wait(ctx, c.clk.now())
 	if !ok {
 		t.flags |= ticketDone
 		if timedOut {
@@ -227,16 +310,16 @@ func (t *Ticket) Wait(ctx context.Context) error {
 		return c.errDeadline
 	}
 	t.flags |= ticketSlot
-	now := time.Now().UnixNano()
+	now := c.clk.now()
 	if dl, has := ctx.Deadline(); has {
-		if left := dl.UnixNano() - now; left <= 0 || left < c.routes.serviceTime(t.route) {
+		if left := int64(dl.Sub(c.origin)) - now; left <= 0 || c.routes.cannotMeet(t.route, left, now) {
 			t.flags = t.flags&^ticketSlot | ticketDone
 			q.release()
 			c.rejected[cr][levee.Deadline].Add(1)
 			return c.errDeadline
 		}
 	}
-	if t.start != 0 && t.flags&ticketReal != 0 {
+	if t.flags&ticketReal != 0 {
 		t.start = now // service time counts from the start, not the queue
 	}
 	return nil

@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"math"
 	"time"
@@ -13,12 +14,6 @@ import (
 
 // DefaultPeriod is the control period used when WithPeriod is not given.
 const DefaultPeriod = 50 * time.Millisecond
-
-// NumReasons is levee.NumReasons.
-//
-// Deprecated: use levee.NumReasons; this alias stays only until the
-// controller's own arrays are sized with it.
-const NumReasons = levee.NumReasons
 
 // Option configures a Controller. An out-of-range value makes New panic
 // (see the package documentation).
@@ -35,6 +30,7 @@ type config struct {
 	logger   *slog.Logger
 	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
 	runBound int           // fixed bound; ≤ 0: learned
+	groups   PeerGroups
 	tenants  TenantLimiter // consulted after quotas (fleetquota.go)
 }
 
@@ -62,10 +58,13 @@ type Quota struct {
 	ByCriticality [levee.NumCriticalities]Limit
 }
 
-// WithSignals sets the resource signals. The process is overloaded when any
-// signal's Value is above its Target. Nil signals are ignored. Without
-// signals nothing is ever shed for overload (deadlines and quotas still
-// apply).
+// WithSignals sets the resource signals. A delay signal above its Target
+// means overload; a utilisation (a signal with a Saturation method, such
+// as pressure.CPU) above its Target means overload only when a delay
+// signal sees work wait, or none is configured, or it stays above for 2 s
+// (the package documentation, "How signals combine"). Nil signals are
+// ignored. Without signals nothing is ever shed for overload (deadlines
+// and quotas still apply).
 func WithSignals(s ...levee.Signal) Option {
 	return func(c *config) {
 		for _, x := range s {
@@ -85,11 +84,21 @@ func WithPeriod(d time.Duration) Option {
 }
 
 // WithRoute sets the function that names a request's route (for example the
-// HTTP pattern or the gRPC method). Service time is learned per route in a
-// bounded table; requests whose time left is below their route's service
-// time are rejected with Reason Deadline. The function is called on the
-// accept path and should not allocate. Default (and nil): every request is
-// one route.
+// HTTP pattern or the gRPC method). The function is called on the accept
+// path and should not allocate. Default (and nil): every request is one
+// route.
+//
+// Service time is learned per route, in a table of 64 routes (a new route
+// takes a free slot or one silent for a minute; beyond that it is not
+// checked), from successful tickets only, from the start of service
+// (Admit, the end of Ticket.Wait, or Ticket.Start) to Done, never from
+// tickets marked Ticket.Exclude. What is learned is the 10th percentile,
+// which one sample moves by at most 2% up or 17% down. A request is
+// refused with Reason Deadline ("cannot meet") only on strong evidence:
+// its time left is below that 10th percentile, backed by at least 16
+// samples (10 s half-life), the latest less than 5 s old. Evidence that is
+// not renewed lapses, and one refused request in 16 is admitted and
+// measured as a probe, so a wrong estimate heals within seconds.
 func WithRoute(f func(ctx context.Context) string) Option {
 	return func(c *config) { c.route = f }
 }
@@ -168,7 +177,12 @@ const DefaultRunWait = 500 * time.Millisecond
 // it matters: without a bound, twenty such requests admitted at once on
 // one core all finish together 400 ms later, and the control loop's own
 // goroutines wait behind them; with it, the excess waits parked, in
-// order, and leaves when its caller goes away.
+// order, and leaves when its caller goes away. A queue that stands (its
+// oldest waiter older than 10 ms at two Steps in a row, CoDel's test)
+// serves its newest waiter first and lets a wait last 100 ms at most
+// (adaptive LIFO, as Facebook's servers do): the requests that run are
+// those with time left, and the standing wait of long requests stays
+// short.
 func WithRunQueue(d time.Duration) Option {
 	return func(c *config) {
 		option.Check(d >= 0 && d <= time.Hour, "admit", "WithRunQueue", "must be in [0, 1h] (0 turns the run queue off)", d)
@@ -187,16 +201,75 @@ func WithRunBound(n int) Option {
 	}
 }
 
+// PeerGroups says which address prefixes may count as one tenant (see
+// WithPeerGroups).
+type PeerGroups uint8
+
+// Prefix groups.
+const (
+	// GroupIPv6Site groups the IPv6 /64s of one /48: one site, one
+	// customer of an ISP. On by default.
+	GroupIPv6Site PeerGroups = 1 << iota
+	// GroupIPv6ISP also groups the /48s of one /32, an ISP's allocation.
+	GroupIPv6ISP
+	// GroupIPv4 groups the IPv4 /24s of one /16.
+	GroupIPv4
+	// DefaultPeerGroups is what New uses: sites only.
+	DefaultPeerGroups = GroupIPv6Site
+)
+
+// WithPeerGroups sets which prefixes of untrusted callers' addresses
+// (levee.Call.Peer) may count as one tenant. A prefix is grouped only when
+// its tenants together send more than the fair share computed with it
+// counted as one (hierarchical heavy hitters), so that a caller spread over
+// many addresses of one network is one tenant, not thousands that shrink
+// everyone's fair share. The default, DefaultPeerGroups, groups IPv6 /64s
+// into their /48. An ISP's allocation (IPv6 /32, IPv4 /16) holds thousands
+// of honest small tenants that together easily send more than one fair
+// share: GroupIPv6ISP and GroupIPv4 group those too, for services whose
+// callers are organisations rather than consumers. 0 groups nothing (an
+// exception to the zero-means-default convention: "none" is a setting);
+// GroupIPv6ISP implies GroupIPv6Site; other bits make New panic.
+func WithPeerGroups(g PeerGroups) Option {
+	return func(c *config) {
+		option.Check(g&^(GroupIPv6Site|GroupIPv6ISP|GroupIPv4) == 0, "admit", "WithPeerGroups",
+			"must combine GroupIPv6Site, GroupIPv6ISP and GroupIPv4 (0 groups nothing)", uint8(g))
+		if g&GroupIPv6ISP != 0 {
+			g |= GroupIPv6Site
+		}
+		c.groups = g
+	}
+}
+
 // WithLogger sets the logger state changes are logged to, once each, never
 // per request. Default (and nil): no logging.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
 
-// SignalState is one signal's reading at the last Step.
+// SignalState is one signal's reading at the last Step. Value is NaN
+// while the signal has no reading; JSON encodes a NaN or infinite Value or
+// Target as null.
 type SignalState struct {
 	Name          string
 	Value, Target float64
+}
+
+// MarshalJSON encodes s with a NaN or infinite Value or Target as null:
+// encoding/json refuses such floats, and a Snapshot taken before the
+// first samples holds them.
+func (s SignalState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Name          string
+		Value, Target *float64
+	}{s.Name, finiteOrNil(s.Value), finiteOrNil(s.Target)})
+}
+
+func finiteOrNil(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }
 
 // Load returns the signal's load, Value ÷ Target (1.0 = at target), or NaN
@@ -214,8 +287,9 @@ func (s SignalState) Load() float64 {
 type Snapshot struct {
 	// Time of the last Step.
 	Time time.Time
-	// Overloaded reports whether any signal was above its target at the
-	// last Step, or shedding is still in progress.
+	// Overloaded reports whether the controller is in an overload episode:
+	// from the Step that started shedding (see "How signals combine" in
+	// signals.go) until nothing has been shed for 500 ms.
 	Overloaded bool
 	// Load is the maximum over signals of value ÷ target (1.0 = at target).
 	Load float64
@@ -258,11 +332,14 @@ type Snapshot struct {
 	OfferedRPS float64
 	// FairShareRPS is the per-tenant fair share (capacity ÷ active tenants)
 	// and ActiveTenants the estimated number of tenants seen over the last
-	// 5–10 s.
+	// 5–10 s, a grouped prefix counting as one (see WithPeerGroups);
+	// TenantGroups is the number of prefixes grouped.
 	FairShareRPS  float64
 	ActiveTenants int
-	// TenantShedRPS is the part of the shed rate taken from tenants far
-	// above their fair share.
+	TenantGroups  int
+	// TenantShedRPS is the rate at which requests of tenants far above
+	// their fair share were rejected by the tenant stage in the last
+	// period: measured, not planned.
 	TenantShedRPS float64
 	// CallerGone counts tickets finished with a context error (the caller
 	// gave up while the work ran).
@@ -279,7 +356,7 @@ type Snapshot struct {
 	// WouldReject counts, per criticality and levee.Reason, the requests
 	// admitted in dry-run that would otherwise have been rejected
 	// (cumulative since New); Rejected does not count them.
-	WouldReject [levee.NumCriticalities][NumReasons]uint64
+	WouldReject [levee.NumCriticalities][levee.NumReasons]uint64
 	// WouldShedRPS is, in dry-run, the rate the controller estimates it
 	// would shed for overload now: offered minus its capacity estimate
 	// (0 outside dry-run).

@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"context"
+	"net/netip"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,14 +65,30 @@ func overloaded(tb testing.TB) *admit.Controller {
 	return ctl
 }
 
+// running starts ctl's Run, as a server does (Admit then reads the coarse
+// clock Run refreshes), until the benchmark ends. Benchmarks give their
+// controllers a period of a minute (the longest): Run's first Step sets
+// the state, its clock ticker runs, and no later Step within the
+// benchmark reacts to its own millions of arrivals a second (a flood to
+// the controller).
+func running(b *testing.B, ctl *admit.Controller) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ctl.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	for ctl.Snapshot().Time.IsZero() {
+		time.Sleep(time.Millisecond) // Run's first Step
+	}
+}
+
 // BenchmarkAdmit: Admit, Ticket.Wait and Ticket.Done, as the adapters call
-// them. "accept" is a server below half its targets (the run queue off);
-// "accept-busy" one at 0.9 of its targets (not shedding; the run queue
-// counts its slots).
+// them, on a controller driven by Run. "accept" is a server below half its
+// targets (the run queue off); "accept-busy" one at 0.9 of its targets
+// (not shedding; the run queue counts its slots).
 func BenchmarkAdmit(b *testing.B) {
 	accept := func(b *testing.B, load float64, parallel bool) {
-		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)))
-		ctl.Step(time.Now())
+		ctl := admit.New(admit.WithSignals(newFixedSignal(load*0.8, 0.8)), admit.WithPeriod(time.Minute))
+		running(b, ctl)
 		ctx := acceptCtx(b, levee.Critical)
 		one := func() {
 			t, err := ctl.Admit(ctx)
@@ -124,25 +141,36 @@ func BenchmarkTimeNow(b *testing.B) {
 }
 
 func TestAdmitDoesNotAllocate(t *testing.T) {
-	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)))
+	// A period of a minute: Admit does not step these controllers while the
+	// test runs (it would, a period after the last Step, without Run).
+	accept := admit.New(admit.WithSignals(newFixedSignal(0.4, 0.8)), admit.WithPeriod(time.Minute))
 	accept.Step(time.Now())
-	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)))
+	busy := admit.New(admit.WithSignals(newFixedSignal(0.72, 0.8)), admit.WithPeriod(time.Minute))
 	busy.Step(time.Now())
 	shed := overloaded(t)
-	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }))
+	route := admit.New(admit.WithRoute(func(context.Context) string { return "/v1/items" }), admit.WithPeriod(time.Minute))
 	tests := []struct {
 		name string
 		ctl  *admit.Controller
 		crit levee.Criticality
 		ok   bool
+		peer bool // an untrusted IPv6 caller: its prefixes are sampled and looked up
 	}{
-		{"accept", accept, levee.Critical, true},
-		{"accept, busy (run queue counting)", busy, levee.Critical, true},
-		{"accept with route", route, levee.CriticalPlus, true},
-		{"reject", shed, levee.Sheddable, false},
+		{"accept", accept, levee.Critical, true, false},
+		{"accept, busy (run queue counting)", busy, levee.Critical, true, false},
+		{"accept with route", route, levee.CriticalPlus, true, false},
+		{"accept, untrusted IPv6 peer", accept, levee.Critical, true, true},
+		{"reject", shed, levee.Sheddable, false, false},
+		{"reject, untrusted IPv6 peer", shed, levee.Sheddable, false, true},
 	}
 	for _, tt := range tests {
 		ctx := acceptCtx(t, tt.crit)
+		if tt.peer {
+			call := levee.CallFrom(ctx)
+			call.Peer = netip.MustParseAddr("2001:db8:1:2::3")
+			call.Tenant = "2001:db8:1:2::/64"
+			ctx = levee.WithCall(ctx, call)
+		}
 		got := testing.AllocsPerRun(1000, func() {
 			tk, err := tt.ctl.Admit(ctx)
 			if err == nil {

@@ -35,11 +35,14 @@
 //
 //	every period (Step, 50 ms by default):
 //	  load  = max over signals of value/target             (1.0 = at target)
+//	  over  = a waiting signal above target, or a utilisation above target
+//	          confirmed (signals.go), held two periods
 //	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once)
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
 //	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
-//	        (the signal would show the flood a period or two later)
-//	  load > 1 and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
+//	        (the signal would show the flood a period or two later); until
+//	        then admissions beyond 2K a period are paced at K (surge.go)
+//	  over and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated)
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
@@ -50,9 +53,14 @@
 //	        up to 1.5× a period instead of 1.1×
 //	  run queue (off below load 0.5 with nothing shed or degraded): bound
 //	        B = max(2 × running-at-once ÷ load, learned while healthy and busy;
-//	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8
-//	  S = R − A → tenants above 2 fair shares → ladder → per-rank fractions,
-//	        the partly shed rank as a per-period count for unlisted tenants;
+//	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8;
+//	        a queue standing (oldest wait > 10 ms at two Steps) serves the
+//	        newest first and expires waits after 100 ms instead of 500
+//	  S = R − A → tenants (an IPv6 /48 sending more than a fair share counts
+//	        as one: WithPeerGroups) above 2 fair shares on evidence, cut to a
+//	        paced rate, booked at their exact counts once listed → ladder →
+//	        per-rank fractions, the partly shed rank as a per-period count for
+//	        unlisted tenants, of which retries take only the first half;
 //	        a boundary with every lower level shed is held while what is left
 //	        to shed is ≤ 5% of A (the load error it leaves is not integrated),
 //	        so a more critical level does not pay for every period's noise
@@ -60,32 +68,67 @@
 // # How the parts fit
 //
 // Admit reads four things published by Step through atomic pointers: the
-// coarse clock, the shedding plan (a fraction per criticality rank, and per
-// listed tenant), the preallocated rejection errors (their RetryAfter and
-// NoRetry) and the tenant sampling ratio. It counts arrivals per
-// criticality with one atomic add, checks the context and the deadline
-// against the route's learned service time (a bounded, lock-free table
-// filled by Ticket.Done from one ticket in 64), checks the tenant's quota (a
-// lock-free GCRA bucket, for tenants named with WithQuota), samples one
-// request in 8 or fewer into a lock-free ring for tenant accounting, and
-// applies the plan: a counter-based (Weyl sequence) fraction per rank and
-// listed tenant, and for the partly shed rank a per-period count, so that
-// admissions follow the aim whatever the arrivals do inside a period.
+// coarse clock, the shedding plan (a fraction per criticality rank, and
+// per listed tenant or group), the preallocated rejection errors (their
+// RetryAfter and NoRetry) and the tenant sampling ratio. It counts
+// arrivals per criticality with one atomic add, checks the context and
+// the deadline against the route's learned service time (a bounded,
+// lock-free table of low quantiles filled by Ticket.Done from one ticket
+// in 64; see WithRoute for when a deadline counts as one that cannot be
+// met), checks the tenant's quota (a lock-free GCRA bucket, for tenants
+// named with WithQuota), samples requests (all of them at low rates, down
+// to one in 2^k so that about 512 a period are kept) into a lock-free
+// ring for tenant accounting, with an untrusted caller's address prefixes
+// (levee.Call.Peer), and applies the plan: per rank all, none or a
+// counter-based (Weyl sequence) fraction; for a listed tenant or group,
+// its own cut as a paced rate (a lock-free GCRA) before the ladder; for
+// unlisted tenants in the partly shed rank, a per-period count, so that
+// admissions follow the aim whatever the arrivals do.
 // Ticket.Wait then takes a run slot (two atomic operations while one is
 // free and nobody waits) or queues the request, in arrival order, until a
 // Done frees one, its caller goes away, or it has waited too long; a
 // request that waited is checked against its deadline again before it
-// starts. Step drains the ring into a bounded heavy-hitter table
-// with a HyperLogLog count of active tenants (internal/fairq), reads the
-// signals and counters, steps the degradation controller, runs the control
-// law, publishes the next plan and the run queue's bound, and expires the
-// waits that are too long. Snapshot, the observer and the logger
-// report state changes; nothing is logged per request.
+// starts. Step drains the ring into bounded heavy-hitter tables of
+// tenants and prefixes with HyperLogLog counts of active tenants
+// (internal/fairq), reads the signals and counters, steps the degradation
+// controller, runs the control law, reads the listed tenants' exact counts
+// from the plan in force, publishes the next plan and the run queue's
+// bound, and expires the waits that are too long. Snapshot, the observer
+// and the logger report state changes; nothing is logged per request.
+//
+// A Step is a sequence of stages, each a type in its own file that owns
+// its state and has inputs and outputs a table test names (the model is
+// CockroachDB's admission package):
+//
+//	signals.go     how signals combine: the verdict and the load
+//	surge.go       the bound on what is admitted before shedding starts
+//	meter.go       counters → rates; a jump or a flood taken at once
+//	retryshare.go  the share of retries; "don't retry" with hysteresis
+//	               (then package degrade steps its level)
+//	law.go         the control law, a pure step: capacity, episodes, aim
+//	episode.go     episode lengths → Retry-After
+//	runbound.go    the run queue's bound
+//	tenants.go     tenant samples → heavy hitters, fair share → plan.go,
+//	               the order of sacrifice as a published plan
+//	snapshot.go    Snapshot, events, logging
+//
+// # Time and lifecycle
 //
 // Time is a parameter everywhere: AdmitAt, Ticket.DoneAt and Step take the
 // time, so a simulator drives the same code on virtual time and the same
 // seed (WithSeed) gives the same decisions. Admit and Run are the real-time
-// shorthands.
+// shorthands. Every gate and window (deadlines, plan expiry, run-queue
+// waits, rates, episodes) is measured on one scale, nanoseconds since the
+// Controller was made, read from Go's monotonic clock on the real-time
+// path: a wall-clock step moves nothing. Explicit times are converted to
+// it (monotonically when they carry a monotonic reading, as time.Now's
+// do); a Step whose time falls before the previous one's counts as one
+// period later.
+//
+// Nothing stays in force without a Step: a plan not refreshed for four
+// periods is no longer applied, and when Run is not active (never started,
+// or its context done) Admit steps the Controller itself once a period has
+// passed without a Step, and says once in the log that Run is missing.
 //
 // # Options
 //

@@ -20,7 +20,7 @@ func (c *Controller) CountRejected(cr levee.Criticality, reason levee.Reason) {
 	if !cr.Valid() {
 		cr = levee.Critical
 	}
-	if reason <= 0 || int(reason) >= NumReasons {
+	if reason <= 0 || int(reason) >= levee.NumReasons {
 		reason = levee.Deadline
 	}
 	c.arrivals[cr].Add(1)

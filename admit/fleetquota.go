@@ -38,13 +38,14 @@ func WithTenantLimiter(l TenantLimiter) Option {
 }
 
 // limitTenant applies the TenantLimiter, if any, to a request of tenant
-// (not empty) at now (unix ns): nil to go on, else the rejection.
+// (not empty) at now (the controller's monotonic scale, see clock.go; the
+// limiter gets it as a time): nil to go on, else the rejection.
 func (c *Controller) limitTenant(tenant string, cr levee.Criticality, now int64) *levee.RejectedError {
 	l := c.cfg.tenants
 	if l == nil {
 		return nil
 	}
-	wait, ok := l.Allow(tenant, cr, time.Unix(0, now))
+	wait, ok := l.Allow(tenant, cr, c.timeAt(now))
 	if ok {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/levee-dev/levee"
-	"github.com/levee-dev/levee/internal/fairq"
 )
 
 // farAbove is how many fair shares a tenant must send to count as "far
@@ -14,31 +13,48 @@ import (
 const farAbove = 2.0
 
 // planSlots is the size of the published per-tenant table (open
-// addressing); at most planSlots/2 tenants are listed.
-const planSlots = 64
+// addressing); at most maxListed tenants are listed.
+const (
+	planSlots = 64
+	maxListed = planSlots / 2
+)
 
 // plan is what Step publishes for the accept path while shedding: per rank
 // (levee.Criticality.Rank), the share of requests to reject, for everyone
-// and for the few tenants listed. It is immutable once published except for
-// the counters that spread the fractions.
+// and for the few tenants (or groups of tenants) listed. It is immutable
+// once published except for its counters and budgets.
 type plan struct {
 	// budget, when budgetRank ≥ 0, is how many more requests of that rank
 	// from unlisted tenants may be admitted until the next Step: a count
 	// rather than a fraction, so that admissions follow the aim whatever
-	// the arrivals do within the period.
+	// the arrivals do within the period. A retry takes from it only while
+	// more than reserve is left (see shed).
 	budget     atomic.Int64
+	reserve    int64
 	budgetRank int
+	pace       gcra  // the surge plan's pace (surge.go)
+	surge      bool  // every request is paced (surge.go)
+	until      int64 // the plan is not applied after this (the controller's scale)
 	all        [levee.NumCriticalities]bool
 	thr        [levee.NumCriticalities]uint64 // reject if weyl(n) < thr
 	hasTenants bool
 	tenants    [planSlots]planTenant
 }
 
+// planTenant is one listed tenant (or group): per rank, first the tenant
+// stage (cut entirely, or admitted at a paced rate), then the ladder (all,
+// or a fraction by a Weyl sequence of the tenant's own).
 type planTenant struct {
-	key uint64
-	all [levee.NumCriticalities]bool
-	thr [levee.NumCriticalities]uint64
-	ctr [levee.NumCriticalities]atomic.Uint64
+	key    uint64
+	cutAll [levee.NumCriticalities]bool // the tenant stage takes every request
+	capped [levee.NumCriticalities]bool // the tenant stage admits at pace
+	pace   [levee.NumCriticalities]gcra
+	all    [levee.NumCriticalities]bool // the ladder takes every request
+	thr    [levee.NumCriticalities]uint64
+	ctr    [levee.NumCriticalities]atomic.Uint64 // the tenant's requests, from start
+	passed [levee.NumCriticalities]atomic.Uint64 // those past the tenant stage: the ladder's sequence
+	start  uint64
+	cut    atomic.Uint64 // rejected by the tenant stage
 }
 
 // weyl maps the n-th request of a class to [0, 2^64): consecutive values
@@ -56,65 +72,135 @@ func fracThr(f float64) (all bool, thr uint64) {
 	return false, uint64(f * (1 << 64))
 }
 
-// shed reports whether the request of rank r, tenant key (0 = none) and
-// class counter n is rejected.
-func (p *plan) shed(key uint64, r int, n, off uint64) bool {
-	if p.hasTenants && key != 0 {
-		i := key >> 58
-		for k := uint64(0); k < planSlots; k++ {
-			e := &p.tenants[(i+k)&(planSlots-1)]
-			if e.key == key {
-				if e.all[r] {
-					return true
-				}
-				return weyl(e.ctr[r].Add(1), off) < e.thr[r]
+// find returns the entry listed under key, or nil.
+func (p *plan) find(key uint64) *planTenant {
+	i := key >> 58
+	for k := uint64(0); k < planSlots; k++ {
+		e := &p.tenants[(i+k)&(planSlots-1)]
+		if e.key == key {
+			return e
+		}
+		if e.key == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+// shed reports whether the request of rank r from tenant key with address
+// prefixes l1 and l2 (0 = none) and class counter n, a retry if retry, is
+// rejected at now (the controller's scale). A tenant listed by itself is
+// judged by its entry; otherwise the nearest listed prefix's; otherwise
+// the plan for everyone.
+//
+// In the partly shed rank, a retry takes from the period's budget for
+// unlisted tenants only while more than half of it is left; the rest is
+// kept for first attempts: shedding by request rather than by attempt. A
+// client retrying at once sends every shed request three times either
+// way; shed by attempt, a request is admitted on a retry as often as on a
+// first attempt, and each one served costs more rejections before it
+// (at half the rank served, 1.9 rejections a request instead of 1.5).
+func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64, retry bool) bool {
+	if p.surge {
+		_, ok := p.pace.take(now)
+		return !ok
+	}
+	if p.hasTenants {
+		for _, k := range [3]uint64{key, l1, l2} {
+			if k == 0 {
+				continue
 			}
-			if e.key == 0 {
-				break
+			if e := p.find(k); e != nil {
+				return e.shed(r, off, now)
 			}
 		}
 	}
 	if r == p.budgetRank {
+		if retry && p.budget.Load() <= p.reserve {
+			return true
+		}
 		return p.budget.Add(-1) < 0
 	}
 	return p.all[r] || weyl(n, off) < p.thr[r]
+}
+
+func (e *planTenant) shed(r int, off uint64, now int64) bool {
+	e.ctr[r].Add(1)
+	if e.all[r] {
+		return true
+	}
+	if e.cutAll[r] {
+		e.cut.Add(1)
+		return true
+	}
+	if e.capped[r] {
+		if _, ok := e.pace[r].take(now); !ok {
+			e.cut.Add(1)
+			return true
+		}
+	}
+	// The ladder's fraction by a sequence of the requests that reach it:
+	// the tenant stage's pace lets through the first of each burst, and a
+	// fraction of the tenant's every request would be biased by that.
+	return weyl(e.passed[r].Add(1), off) < e.thr[r]
+}
+
+// setPace sets g to admit rate requests per second, with a burst of two
+// periods' worth (at least two): random arrivals barely above the pace
+// leave gaps, and a bucket that held less would admit less than the pace.
+func (g *gcra) setPace(rate, period float64) {
+	g.interval = max(1, int64(float64(1e9)/rate))
+	g.tau = int64(max(1, math.Floor(2*rate*period)-1)) * g.interval
+	g.tat.Store(math.MinInt64 / 2)
 }
 
 // startTenants starts every listed tenant's sequences at n.
 func (p *plan) startTenants(n uint64) {
 	for i := range p.tenants {
 		if p.tenants[i].key != 0 {
+			p.tenants[i].start = n
 			for r := range p.tenants[i].ctr {
 				p.tenants[i].ctr[r].Store(n)
+				p.tenants[i].passed[r].Store(n)
 			}
 		}
 	}
 }
 
+// unit is a tenant, or a group of tenants (an address prefix), as the plan
+// sees it: its arrival rate per rank.
+type unit struct {
+	key  uint64
+	rate [levee.NumCriticalities]float64 // by rank
+}
+
+func (u *unit) total() float64 { return u.rate[0] + u.rate[1] + u.rate[2] + u.rate[3] }
+
 // planInput is what the ladder needs, all rates in requests per second.
 type planInput struct {
-	shed    float64                         // rate to shed
-	rate    [levee.NumCriticalities]float64 // eligible arrivals per rank
-	tenants []fairq.Tenant                  // heavy hitters, heaviest first; Rate indexed by Criticality
-	fair    float64                         // fair share per tenant, 0 = no tenant stage
-	period  float64                         // seconds until the next plan; 0 = fractions only
-	slack   float64                         // shed rate a fully shed boundary may leave unshed
+	shed   float64                         // rate to shed
+	rate   [levee.NumCriticalities]float64 // eligible arrivals per rank
+	units  []unit                          // tenants far above their share, heaviest first
+	heavy  []unit                          // tenants above their share (not far): first in the partial rank
+	fair   float64                         // fair share per tenant, 0 = no tenant stage
+	period float64                         // seconds until the next plan; 0 = fractions only
+	slack  float64                         // shed rate a fully shed boundary may leave unshed
 }
 
 // planResult is the plan plus what Snapshot reports.
 type planResult struct {
 	p          *plan
 	level      float64 // ShedLevel: full ranks + fraction of the partial one
-	tenantShed float64 // rate shed from tenants far above their share
+	tenantShed float64 // rate planned to be shed from tenants far above their share
 	listed     int
 	snapped    bool // the plan holds a level boundary, leaving up to slack unshed
 }
 
 // buildPlan maps a shed rate onto the order of sacrifice: first the excess
 // of tenants far above their fair share (heaviest first, each tenant's own
-// lowest criticalities first), then the ladder over ranks, a rank touched
-// only when every lower one is fully shed; inside the partly shed rank,
-// tenants above their fair share first.
+// lowest criticalities first, each cut admitted up to a budget), then the
+// ladder over ranks, a rank touched only when every lower one is fully
+// shed; inside the partly shed rank, tenants above their fair share first.
 func buildPlan(in planInput) planResult {
 	var res planResult
 	if !(in.shed > 0) {
@@ -122,25 +208,29 @@ func buildPlan(in planInput) planResult {
 	}
 	p := &plan{budgetRank: -1}
 	res.p = p
-	n := len(in.tenants)
-	if n > planSlots/2 {
-		n = planSlots / 2
-	}
 	type trank struct {
-		rate [levee.NumCriticalities]float64 // by rank
+		u    *unit
+		rate [levee.NumCriticalities]float64 // by rank, within the total
 		tot  float64
-		ts   [levee.NumCriticalities]float64 // tenant-stage shed by rank
+		take [levee.NumCriticalities]float64 // tenant-stage shed by rank
+		far  bool
 	}
-	ts := make([]trank, n)
-	for i := range n {
-		for c := range levee.NumCriticalities {
-			r := levee.Criticality(c).Rank()
-			v := max(0, in.tenants[i].Rate[c])
-			v = min(v, in.rate[r]) // a sampled estimate cannot exceed the total
-			ts[i].rate[r] = v
-			ts[i].tot += v
+	var ts []trank
+	add := func(us []unit, far bool) {
+		for i := range us {
+			if len(ts) == maxListed {
+				return
+			}
+			t := trank{u: &us[i], far: far}
+			for r := range t.rate {
+				t.rate[r] = min(max(0, us[i].rate[r]), in.rate[r]) // cannot exceed the total
+				t.tot += t.rate[r]
+			}
+			ts = append(ts, t)
 		}
 	}
+	add(in.units, true)
+	add(in.heavy, false)
 	S := in.shed
 
 	// Stage 1: excess of tenants far above their fair share.
@@ -149,7 +239,7 @@ func buildPlan(in planInput) planResult {
 		var excess float64
 		var ab []int
 		for i := range ts {
-			if ts[i].tot > floor {
+			if ts[i].far && ts[i].tot > floor {
 				ab = append(ab, i)
 				excess += ts[i].tot - floor
 			}
@@ -172,7 +262,7 @@ func buildPlan(in planInput) planResult {
 				x := max(0, ts[i].tot-M)
 				for r := range levee.NumCriticalities {
 					take := min(x, ts[i].rate[r])
-					ts[i].ts[r] = take
+					ts[i].take[r] = take
 					x -= take
 					res.tenantShed += take
 				}
@@ -186,7 +276,7 @@ func buildPlan(in planInput) planResult {
 	for r := range rest {
 		rest[r] = in.rate[r]
 		for i := range ts {
-			rest[r] -= ts[i].ts[r]
+			rest[r] -= ts[i].take[r]
 		}
 		rest[r] = max(0, rest[r])
 	}
@@ -208,13 +298,16 @@ func buildPlan(in planInput) planResult {
 		res.snapped = true
 		S = 0
 	}
+	above := func(t *trank) bool { return in.fair > 0 && t.tot > in.fair }
 	if full < levee.NumCriticalities && S > 1e-9 && rest[full] > 0 {
 		partial = full
 		res.level = float64(full) + S/rest[full]
-		var H float64
+		var H, listed float64
 		for i := range ts {
-			if ts[i].tot > in.fair && in.fair > 0 {
-				H += max(0, ts[i].rate[partial]-ts[i].ts[partial])
+			left := max(0, ts[i].rate[partial]-ts[i].take[partial])
+			listed += left
+			if above(&ts[i]) {
+				H += left
 			}
 		}
 		if S <= H {
@@ -228,13 +321,11 @@ func buildPlan(in planInput) planResult {
 		p.all[partial], p.thr[partial] = fracThr(fO)
 		if in.period > 0 && fO < 1 {
 			// Unlisted tenants' admissions in the partial rank as a count.
-			var listed float64
-			for i := range ts {
-				listed += max(0, ts[i].rate[partial]-ts[i].ts[partial])
-			}
 			others := max(0, rest[partial]-listed)
 			p.budgetRank = partial
-			p.budget.Store(int64(math.Round(others * (1 - fO) * in.period)))
+			n := int64(math.Round(others * (1 - fO) * in.period))
+			p.budget.Store(n)
+			p.reserve = n / 2
 		}
 	} else {
 		res.level = float64(full)
@@ -242,36 +333,48 @@ func buildPlan(in planInput) planResult {
 
 	// Per-tenant entries where they differ from everyone else's.
 	for i := range ts {
-		var e planTenant
+		var e *planTenant
+		var cutAll, capped, all [levee.NumCriticalities]bool
+		var thr [levee.NumCriticalities]uint64
+		var pace [levee.NumCriticalities]float64
 		differs := false
 		for r := range levee.NumCriticalities {
-			t := 0.0
-			if ts[i].rate[r] > 0 {
-				t = ts[i].ts[r] / ts[i].rate[r]
-			}
 			l := 0.0
 			switch {
 			case r < full:
 				l = 1
-			case r == partial && in.fair > 0 && ts[i].tot > in.fair:
+			case r == partial && above(&ts[i]):
 				l = fH
 			case r == partial:
 				l = fO
 			}
-			f := 1 - (1-t)*(1-l)
-			if t > 0 || (r == partial && l != fO) {
+			all[r], thr[r] = fracThr(l)
+			take, rate := ts[i].take[r], ts[i].rate[r]
+			switch {
+			case r < full || !(take > 0):
+			case take >= rate:
+				cutAll[r] = true
+			default:
+				capped[r] = true
+				pace[r] = rate - take
+			}
+			if take > 0 || (r == partial && l != fO) {
 				differs = true
 			}
-			e.all[r], e.thr[r] = fracThr(f)
 		}
 		if !differs {
 			continue
 		}
-		key := in.tenants[i].Key
+		key := ts[i].u.key
 		for k := uint64(0); k < planSlots; k++ {
-			s := &p.tenants[(key>>58+k)&(planSlots-1)]
-			if s.key == 0 {
-				s.key, s.all, s.thr = key, e.all, e.thr
+			e = &p.tenants[(key>>58+k)&(planSlots-1)]
+			if e.key == 0 {
+				e.key, e.cutAll, e.capped, e.all, e.thr = key, cutAll, capped, all, thr
+				for r := range pace {
+					if capped[r] {
+						e.pace[r].setPace(pace[r], in.period)
+					}
+				}
 				break
 			}
 		}
@@ -282,4 +385,31 @@ func buildPlan(in planInput) planResult {
 		res.level = 0
 	}
 	return res
+}
+
+// carry continues the previous plan's paces where they have got to: a
+// pace of a fraction of a request a period then admits that fraction over
+// many periods, and a new plan does not grant a new burst.
+func (p *plan) carry(prev *plan) {
+	if p == nil || prev == nil {
+		return
+	}
+	if !p.hasTenants || !prev.hasTenants {
+		return
+	}
+	for i := range p.tenants {
+		e := &p.tenants[i]
+		if e.key == 0 {
+			continue
+		}
+		old := prev.find(e.key)
+		if old == nil {
+			continue
+		}
+		for r := range e.pace {
+			if e.capped[r] && old.capped[r] {
+				e.pace[r].tat.Store(old.pace[r].tat.Load())
+			}
+		}
+	}
 }

@@ -47,15 +47,37 @@ func TestBuildPlanLadder(t *testing.T) {
 	}
 }
 
+// unitAt returns a unit sending rate requests per second at criticality c.
+func unitAt(key uint64, c levee.Criticality, rate float64) unit {
+	var u unit
+	u.key = key
+	u.rate[c.Rank()] = rate
+	return u
+}
+
+// admittedOf runs n requests of rank r from key through p, evenly over
+// the period starting at from (ns), and returns how many were admitted.
+func admittedOf(p *plan, key uint64, r, n int, from int64) int {
+	adm := 0
+	for i := range n {
+		at := from + int64(i)*int64(testPeriod)/int64(n)
+		if !p.shed(key, 0, 0, r, uint64(i), 0, at, false) {
+			adm++
+		}
+	}
+	return adm
+}
+
+const testPeriod = 50 * time.Millisecond
+
 func TestBuildPlanTenants(t *testing.T) {
-	abuser := fairq.Tenant{Key: 0xA000_0000_0000_0000}
-	abuser.Rate[levee.Critical] = 1000
-	heavy := fairq.Tenant{Key: 0xB000_0000_0000_0000}
-	heavy.Rate[levee.Sheddable] = 60
+	abuser := unitAt(0xA000_0000_0000_0000, levee.Critical, 1000)
+	heavy := unitAt(0xB000_0000_0000_0000, levee.Sheddable, 60)
 	var rate [levee.NumCriticalities]float64
 	rate[levee.Critical.Rank()] = 1000 + 40
 	rate[levee.Sheddable.Rank()] = 60 + 140
-	in := planInput{shed: 900, rate: rate, tenants: []fairq.Tenant{abuser, heavy}, fair: 50}
+	const period = 0.05
+	in := planInput{shed: 900, rate: rate, units: []unit{abuser}, heavy: []unit{heavy}, fair: 50, period: period}
 	res := buildPlan(in)
 	// The abuser (20 fair shares) loses 900 of its 1000 first; nobody else
 	// is touched.
@@ -65,25 +87,42 @@ func TestBuildPlanTenants(t *testing.T) {
 	if res.level != 0 {
 		t.Errorf("ladder level %v, want 0", res.level)
 	}
-	k := abuser.Key
+	// The abuser's cut is taken from the rank it sends (CRITICAL) only:
+	// its entry must shed none of its requests at the other ranks, and a
+	// tenant that is not listed is shed nowhere.
 	for r := range levee.NumCriticalities {
-		if res.p.shed(k+1, r, 1, 0) && r != levee.Critical.Rank() {
-			t.Errorf("abuser shed at rank %d", r)
+		if r == levee.Critical.Rank() {
+			continue
+		}
+		if got := admittedOf(res.p, abuser.key, r, 10000, 0); got != 10000 {
+			t.Errorf("rank %d: abuser admitted %d/10000, want all", r, got)
+		}
+		if got := admittedOf(res.p, 0x1234_0000_0000_0000, r, 10000, 0); got != 10000 {
+			t.Errorf("rank %d: an unlisted tenant admitted %d/10000, want all", r, got)
 		}
 	}
-	n, shed := 100000, 0
-	for i := range n {
-		if res.p.shed(abuser.Key, levee.Critical.Rank(), uint64(i), 0) {
-			shed++
+	// It is admitted at 100/s, 5 a period, with a first burst of two
+	// periods' worth, whatever it sends; the plans that follow continue
+	// the pace (carry); every rejection is counted.
+	for _, n := range []int{50, 500} {
+		var prev *plan
+		adm, cut := 0, uint64(0)
+		for i := range 20 {
+			res := buildPlan(in)
+			res.p.carry(prev)
+			adm += admittedOf(res.p, abuser.key, levee.Critical.Rank(), n, int64(i)*int64(testPeriod))
+			cut += res.p.find(abuser.key).cut.Load()
+			prev = res.p
+		}
+		if adm < 100 || adm > 110 {
+			t.Errorf("abuser sending %d CRITICAL a period for 20 periods: admitted %d, want 100 (and a first burst of ≤ 10)", n, adm)
+		}
+		if want := uint64(20*n - adm); cut != want {
+			t.Errorf("abuser sending %d: tenant-stage rejections counted %d, want %d", n, cut, want)
 		}
 	}
-	if got := float64(shed) / float64(n); math.Abs(got-0.9) > 0.001 {
-		t.Errorf("abuser CRITICAL shed fraction %v, want 0.9", got)
-	}
-	for i := range 1000 {
-		if res.p.shed(0, levee.Sheddable.Rank(), uint64(i), 0) || res.p.shed(heavy.Key, levee.Sheddable.Rank(), uint64(i), 0) {
-			t.Fatalf("a tenant within its share was shed")
-		}
+	if got := admittedOf(res.p, heavy.key, levee.Sheddable.Rank(), 1000, 0); got != 1000 {
+		t.Errorf("a tenant within its share admitted %d/1000, want all", got)
 	}
 
 	// More to shed than the abuser's excess: the ladder takes the rest, and
@@ -94,17 +133,36 @@ func TestBuildPlanTenants(t *testing.T) {
 	if math.Abs(res.tenantShed-900) > 1e-6 {
 		t.Errorf("tenant stage shed %v, want 900 (down to 2 fair shares)", res.tenantShed)
 	}
-	shedHeavy, shedOther := 0, 0
-	for i := range 10000 {
-		if res.p.shed(heavy.Key, levee.Sheddable.Rank(), uint64(i), 0) {
-			shedHeavy++
-		}
-		if res.p.shed(0x1234_0000_0000_0000, levee.Sheddable.Rank(), uint64(i), 0) {
-			shedOther++
-		}
+	shedHeavy := 10000 - admittedOf(res.p, heavy.key, levee.Sheddable.Rank(), 10000, 0)
+	if math.Abs(float64(shedHeavy)/10000-0.5) > 0.001 {
+		t.Errorf("SHEDDABLE: heavy tenant shed %d/10000, want 5000", shedHeavy)
 	}
-	if shedOther != 0 || math.Abs(float64(shedHeavy)/10000-0.5) > 0.001 {
-		t.Errorf("SHEDDABLE: heavy tenant shed %d/10000, others %d/10000; want 5000 and 0", shedHeavy, shedOther)
+	if b := res.p.budget.Load(); res.p.budgetRank != levee.Sheddable.Rank() || b != 7 {
+		t.Errorf("SHEDDABLE: unlisted tenants' budget %d at rank %d, want all of their 140/s × 50 ms = 7 at rank %d", b, res.p.budgetRank, levee.Sheddable.Rank())
+	}
+}
+
+// TestBudgetCarries: a tenant cut to less than a request a period is
+// admitted its share over many periods: each plan continues the previous
+// plan's pace.
+func TestBudgetCarries(t *testing.T) {
+	const period = 0.05
+	ab := unitAt(0xA000_0000_0000_0000, levee.Critical, 1000)
+	var rate [levee.NumCriticalities]float64
+	rate[levee.Critical.Rank()] = 1000
+	for _, share := range []float64{0.3, 2, 7.5} { // requests/s the abuser keeps
+		var prev *plan
+		adm, periods := 0, 200
+		for i := range periods {
+			res := buildPlan(planInput{shed: 1000 - share, rate: rate, units: []unit{ab}, fair: share / farAbove, period: period})
+			res.p.carry(prev)
+			adm += admittedOf(res.p, ab.key, levee.Critical.Rank(), 50, int64(i)*int64(testPeriod))
+			prev = res.p
+		}
+		want := share * period * float64(periods)
+		if math.Abs(float64(adm)-want) > 1.5 {
+			t.Errorf("cut to %v/s: admitted %d over %d periods, want %.0f", share, adm, periods, want)
+		}
 	}
 }
 
@@ -129,9 +187,7 @@ func durationOf(ns float64) time.Duration { return time.Duration(ns) }
 // count (startTenants).
 func TestTenantSequenceContinues(t *testing.T) {
 	const perPeriod = 750 // arrivals a period, all from the listed tenant
-	var tenant fairq.Tenant
-	tenant.Key = fairq.Key(fairq.Hash(1, "10.0.0.1"))
-	tenant.Rate[levee.Critical] = 15000
+	tenant := unitAt(fairq.Key(fairq.Hash(1, "10.0.0.1")), levee.Critical, 15000)
 	var rate [levee.NumCriticalities]float64
 	rate[levee.Critical.Rank()] = 15000
 	// Every controller seed offsets the sequences differently: check many.
@@ -143,11 +199,11 @@ func TestTenantSequenceContinues(t *testing.T) {
 			var n uint64
 			const periods = 40
 			for range periods {
-				res := buildPlan(planInput{shed: 15000 - aim, rate: rate, tenants: []fairq.Tenant{tenant},
+				res := buildPlan(planInput{shed: 15000 - aim, rate: rate, heavy: []unit{tenant},
 					fair: aim, period: 0.05, slack: 0.05 * aim})
 				res.p.startTenants(n)
 				for i := range perPeriod {
-					if !res.p.shed(tenant.Key, levee.Critical.Rank(), n+uint64(i), off) {
+					if !res.p.shed(tenant.key, 0, 0, levee.Critical.Rank(), n+uint64(i), off, 0, false) {
 						admitted++
 					}
 				}
@@ -161,4 +217,34 @@ func TestTenantSequenceContinues(t *testing.T) {
 		}
 	}
 	t.Logf("worst relative error over 20 seeds and 3 aims: %.3f", worst)
+}
+
+// TestPartialRankShedsRetriesFirst: in the partly shed rank, a retry takes
+// from the period's budget only while more than half of it is left: with
+// as many retries as first attempts, and budget for 40% of them, first
+// attempts get three quarters of it (shedding by request), not half (by
+// attempt).
+func TestPartialRankShedsRetriesFirst(t *testing.T) {
+	var rate [levee.NumCriticalities]float64
+	rate[levee.Critical.Rank()] = 2000 // 1000 first attempts and 1000 retries a second
+	var firsts, retries int
+	for range 20 { // a second: a plan a period, 100 arrivals each, alternating
+		res := buildPlan(planInput{shed: 1200, rate: rate, period: 0.05})
+		if res.p.budgetRank != levee.Critical.Rank() {
+			t.Fatalf("partial rank %d, want CRITICAL's", res.p.budgetRank)
+		}
+		for i := range 100 {
+			retry := i%2 == 1
+			if !res.p.shed(0, 0, 0, levee.Critical.Rank(), uint64(i), 0, 0, retry) {
+				if retry {
+					retries++
+				} else {
+					firsts++
+				}
+			}
+		}
+	}
+	if firsts+retries != 800 || firsts < 590 || retries > 210 {
+		t.Errorf("admitted %d first attempts and %d retries of 1000 each, want 800 in all, about 600 first attempts", firsts, retries)
+	}
 }

@@ -29,17 +29,30 @@ func newGCRA(l Limit) *gcra {
 	if iv <= 0 {
 		iv = 1
 	}
-	return &gcra{interval: iv, tau: int64(burst-1) * iv}
+	g := &gcra{interval: iv, tau: int64(burst-1) * iv}
+	g.tat.Store(math.MinInt64 / 2) // long ago on any time scale: the bucket starts full
+	return g
 }
 
 // take consumes a token at now (ns) or returns how long until one is
 // available.
-func (g *gcra) take(now int64) (wait int64, ok bool) {
+func (g *gcra) take(now int64) (wait int64, ok bool) { return g.takeWithin(now, g.tau) }
+
+// takeSpare consumes a token only if the bucket holds half its burst or
+// more: what is left when the requests that take tokens first have taken
+// theirs.
+func (g *gcra) takeSpare(now int64) bool {
+	_, ok := g.takeWithin(now, g.tau/2)
+	return ok
+}
+
+// takeWithin consumes a token at now if tat − now ≤ tau.
+func (g *gcra) takeWithin(now, tau int64) (wait int64, ok bool) {
 	for {
 		old := g.tat.Load()
 		tat := max(old, now)
-		if tat-now > g.tau {
-			return tat - now - g.tau, false
+		if tat-now > tau {
+			return tat - now - tau, false
 		}
 		if g.tat.CompareAndSwap(old, tat+g.interval) {
 			return 0, true

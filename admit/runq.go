@@ -34,6 +34,7 @@ type runQueue struct {
 
 	mu         sync.Mutex
 	head, tail *waiter
+	lifo       bool    // a standing queue: serve the newest waiter first
 	free       *waiter // recycled waiters, under mu
 	nfree      int
 }
@@ -92,11 +93,14 @@ func (q *runQueue) release() {
 	}
 }
 
-// dispatchLocked grants slots to waiters, oldest first, while the bound
-// allows.
+// dispatchLocked grants slots to waiters, oldest first (newest first
+// while the queue stands, see standing), while the bound allows.
 func (q *runQueue) dispatchLocked() {
 	for q.head != nil && q.running.Load() < q.limit.Load() {
 		w := q.head
+		if q.lifo {
+			w = q.tail
+		}
 		q.unlinkLocked(w)
 		q.running.Add(1)
 		w.state = granted
@@ -153,13 +157,20 @@ func (q *runQueue) wait(ctx context.Context, now int64) (ok, timedOut bool) {
 	}
 }
 
-// expire ends the waits that began before cutoff (unix ns), oldest first,
-// and grants slots the bound allows (after a limit change).
-func (q *runQueue) expire(cutoff int64) {
+// expire ends the waits that began before cutoff, oldest first, sets the
+// dispatch order (lifo) and grants slots the bound allows (after a limit
+// change). It returns how long the oldest waiter left had waited at now
+// (0 if none).
+func (q *runQueue) expire(now, cutoff int64, lifo bool) (oldest int64) {
 	if q.waiting.Load() == 0 {
-		return
+		q.mu.Lock()
+		q.lifo = lifo
+		q.mu.Unlock()
+		return 0
 	}
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.lifo = lifo
 	for q.head != nil && q.head.enq < cutoff {
 		w := q.head
 		q.unlinkLocked(w)
@@ -167,7 +178,10 @@ func (q *runQueue) expire(cutoff int64) {
 		w.ch <- false
 	}
 	q.dispatchLocked()
-	q.mu.Unlock()
+	if q.head != nil {
+		oldest = now - q.head.enq
+	}
+	return oldest
 }
 
 func (q *runQueue) unlinkLocked(w *waiter) {

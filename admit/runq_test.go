@@ -103,13 +103,13 @@ func TestRunQueueExpire(t *testing.T) {
 	q := newRunQueue(1)
 	q.tryFast()
 	out := waitAsync(t, q, context.Background())
-	q.expire(time.Now().Add(-time.Hour).UnixNano()) // nothing that old
+	q.expire(time.Now().UnixNano(), time.Now().Add(-time.Hour).UnixNano(), false) // nothing that old
 	select {
 	case r := <-out:
 		t.Fatalf("waiter ended (%v) by an expiry that did not concern it", r)
 	case <-time.After(10 * time.Millisecond):
 	}
-	q.expire(time.Now().Add(time.Second).UnixNano())
+	q.expire(time.Now().UnixNano(), time.Now().Add(time.Second).UnixNano(), false)
 	if r := <-out; r != [2]bool{false, true} {
 		t.Fatalf("expired waiter: %v, want not granted, expired", r)
 	}
@@ -122,7 +122,7 @@ func TestRunQueueRaisedLimitGrants(t *testing.T) {
 	q.tryFast()
 	out := waitAsync(t, q, context.Background())
 	q.limit.Store(2)
-	q.expire(0) // what Step does after publishing a limit
+	q.expire(0, 0, false) // what Step does after publishing a limit
 	if r := <-out; !r[0] {
 		t.Fatalf("waiter after the bound was raised: %v, want granted", r)
 	}
@@ -143,7 +143,7 @@ func TestRunQueueStress(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(time.Millisecond):
-				q.expire(time.Now().Add(-20 * time.Millisecond).UnixNano())
+				q.expire(time.Now().UnixNano(), time.Now().Add(-20*time.Millisecond).UnixNano(), false)
 			}
 		}
 	}()
@@ -220,8 +220,8 @@ func (c *Controller) runBound() float64 { return float64(c.runq.limit.Load()) }
 func TestRunLimitLearned(t *testing.T) {
 	for _, load := range []float64{0.6, 0.9} {
 		sig := &constSignal{v: 0.8 * load, target: 0.8}
-		c := New(WithSignals(sig))
-		t0 := time.Unix(1_700_000_000, 0)
+		c, clk := withFakeClock(WithSignals(sig))
+		t0 := c.timeAt(clk.now())
 		if c.runq.on() {
 			t.Fatal("run queue on before the first Step")
 		}
@@ -246,7 +246,7 @@ func TestRunLimitLearned(t *testing.T) {
 		for i := 201; i <= 400; i++ {
 			c.Step(t0.Add(time.Duration(i) * c.cfg.period))
 		}
-		if b, floor := c.runBound(), c.runFloor; b != floor {
+		if b, floor := c.runBound(), c.run.floor; b != floor {
 			t.Errorf("load %v: bound %v with nothing running, want the floor %v", load, b, floor)
 		}
 	}
@@ -256,8 +256,8 @@ func TestRunLimitLearned(t *testing.T) {
 // run queue is off: a ticket takes no slot and nothing is counted.
 func TestRunQueueOffWhenIdle(t *testing.T) {
 	sig := &constSignal{v: 0.48, target: 0.8}
-	c := New(WithSignals(sig))
-	t0 := time.Unix(1_700_000_000, 0)
+	c, clk := withFakeClock(WithSignals(sig))
+	t0 := c.timeAt(clk.now())
 	c.Step(t0)
 	busy := holdTickets(t, c, 3)
 	if r := c.runq.running.Load(); r != 3 {
@@ -286,8 +286,8 @@ func TestRunQueueOffWhenIdle(t *testing.T) {
 // needs more requests in flight): it grows by a quarter a period.
 func TestRunLimitGrowsWithRoom(t *testing.T) {
 	sig := &constSignal{v: 0.48, target: 0.8} // load 0.6 < 0.8
-	c := New(WithSignals(sig), WithRunQueue(time.Hour))
-	t0 := time.Unix(1_700_000_000, 0)
+	c, clk := withFakeClock(WithSignals(sig), WithRunQueue(time.Hour))
+	t0 := c.timeAt(clk.now())
 	c.Step(t0)
 	ts := holdTickets(t, c, 2)
 	for i := 1; i <= 100; i++ {
@@ -321,7 +321,7 @@ func TestRunLimitGrowsWithRoom(t *testing.T) {
 }
 
 func TestTicketWaitRejections(t *testing.T) {
-	c := New(WithRunQueue(time.Second))
+	c, clk := withFakeClock(WithRunQueue(time.Second))
 	c.runq.limit.Store(1)
 	held := holdTickets(t, c, 1)
 
@@ -346,7 +346,8 @@ func TestTicketWaitRejections(t *testing.T) {
 	for c.runq.waiting.Load() == 0 {
 		time.Sleep(100 * time.Microsecond)
 	}
-	c.Step(time.Now().Add(2 * time.Second))
+	clk.advance(2 * time.Second)
+	c.stepReal(clk.now(), false)
 	err = <-got
 	if !errors.As(err, &rej) || rej.Reason != levee.Overloaded {
 		t.Fatalf("waiter past the longest wait: %v, want an Overloaded rejection", err)
@@ -362,7 +363,7 @@ func TestTicketWaitRejections(t *testing.T) {
 }
 
 func TestWaitFastPathDoesNotAllocate(t *testing.T) {
-	c := New(WithRunQueue(time.Second))
+	c, _ := withFakeClock(WithRunQueue(time.Second))
 	c.runq.limit.Store(4) // bounded, with room
 	ctx := levee.WithCall(context.Background(), levee.Call{Criticality: levee.Critical, Tenant: "t"})
 	got := testing.AllocsPerRun(1000, func() {
@@ -381,7 +382,7 @@ func TestWaitFastPathDoesNotAllocate(t *testing.T) {
 }
 
 func TestRunQueueOff(t *testing.T) {
-	c := New(WithRunQueue(0))
+	c, _ := withFakeClock(WithRunQueue(0))
 	c.runq.limit.Store(0) // would block everything if it applied
 	tk, _ := c.Admit(context.Background())
 	if err := tk.Wait(context.Background()); err != nil {
@@ -391,9 +392,9 @@ func TestRunQueueOff(t *testing.T) {
 }
 
 func TestRunBoundFixed(t *testing.T) {
-	c := New(WithRunBound(2)) // no signals: never busy, yet bounded
+	c, clk := withFakeClock(WithRunBound(2)) // no signals: never busy, yet bounded
 	held := holdTickets(t, c, 2)
-	c.Step(time.Unix(1_700_000_000, 0))
+	c.stepReal(clk.now(), false)
 	if b := c.runBound(); b != 2 {
 		t.Fatalf("bound %v, want the fixed 2", b)
 	}
@@ -412,4 +413,103 @@ func TestRunBoundFixed(t *testing.T) {
 	if r := c.runq.running.Load(); r != 0 {
 		t.Errorf("running %d after every ticket is done, want 0", r)
 	}
+}
+
+func TestStandingStep(t *testing.T) {
+	ms := int64(time.Millisecond)
+	tests := []struct {
+		name     string
+		oldest   []int64 // ns waited by the oldest waiter, Step after Step
+		wantLIFO bool
+		wantWait time.Duration
+	}{
+		{"empty queue", []int64{0, 0, 0}, false, DefaultRunWait},
+		{"one old wait is a burst", []int64{0, 50 * ms}, false, DefaultRunWait},
+		{"two in a row: standing", []int64{50 * ms, 50 * ms}, true, runShortWait},
+		{"drained: FIFO again", []int64{50 * ms, 50 * ms, 2 * ms}, false, DefaultRunWait},
+		{"short waits never stand", []int64{5 * ms, 5 * ms, 5 * ms}, false, DefaultRunWait},
+	}
+	for _, tt := range tests {
+		var s standing
+		var lifo bool
+		var wait time.Duration
+		for _, o := range tt.oldest {
+			s.oldest = o
+			lifo, wait = s.step(DefaultRunWait)
+		}
+		if lifo != tt.wantLIFO || wait != tt.wantWait {
+			t.Errorf("%s: lifo %v wait %v, want %v %v", tt.name, lifo, wait, tt.wantLIFO, tt.wantWait)
+		}
+	}
+}
+
+// TestRunQueueStandingServesNewest: a run queue that stands (its oldest
+// waiter older than 10 ms at two Steps in a row) serves the newest waiter
+// first and lets a wait last 100 ms, not 500: long requests' standing
+// wait stays short.
+func TestRunQueueStandingServesNewest(t *testing.T) {
+	c, clk := withFakeClock(WithRunBound(1))
+	c.pretendRunning(true) // as under Run: Steps come from the test only
+	held := holdTickets(t, c, 1)
+	type res struct {
+		i   int
+		err error
+		tk  *Ticket
+	}
+	done := make(chan res, 8)
+	wait := func(i int) {
+		c.clock.Store(clk.now())
+		tk, err := c.Admit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.runq.waiting.Load()
+		go func() {
+			err := tk.Wait(context.Background())
+			done <- res{i, err, &tk} // the work holds its slot until the test says
+		}()
+		for c.runq.waiting.Load() == n {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	overloaded := func(r res) bool {
+		re := levee.AsRejected(r.err)
+		return re != nil && re.Reason == levee.Overloaded
+	}
+	for i := range 4 { // four waiters, 20 ms apart: t = 0, 20, 40, 60 ms
+		wait(i)
+		clk.advance(20 * time.Millisecond)
+	}
+	// Steps at 80 and 100 ms find the oldest waiting 80 ms: still the
+	// 500 ms limit, FIFO. The Step at 120 ms sees it standing twice: from
+	// then on a wait lasts 100 ms, and waiter 0 (120 ms) is rejected.
+	c.stepReal(clk.now(), false)
+	clk.advance(20 * time.Millisecond)
+	c.stepReal(clk.now(), false)
+	select {
+	case r := <-done:
+		t.Fatalf("waiter %d left (%v) before the queue stood", r.i, r.err)
+	default:
+	}
+	clk.advance(20 * time.Millisecond)
+	c.stepReal(clk.now(), false)
+	if r := <-done; r.i != 0 || !overloaded(r) {
+		t.Fatalf("waiter %d: %v; want waiter 0 rejected as Overloaded after 100 ms of a standing queue", r.i, r.err)
+	}
+	wait(4) // the newest, at 120 ms
+	held[0].Done(nil)
+	first := <-done
+	if first.i != 4 || first.err != nil {
+		t.Fatalf("first served: waiter %d (%v), want the newest, 4", first.i, first.err)
+	}
+	// 100 ms on, the waiters left (1–3) have waited too long.
+	clk.advance(100 * time.Millisecond)
+	c.stepReal(clk.now(), false)
+	for range 3 {
+		if r := <-done; !overloaded(r) {
+			t.Errorf("waiter %d: %v, want rejected as Overloaded", r.i, r.err)
+		}
+	}
+	first.tk.Done(nil)
+	assertEmpty(t, &c.runq)
 }

@@ -59,40 +59,100 @@ func (a Admit) QuotaMap() map[string]admit.Quota {
 	return out
 }
 
-// Set builds the signals the section enables, with its targets, periods
-// and smoothing; Default's is the same as pressure.Default. Start it with
-// go set.Run(ctx). It returns pressure.NewCPU's error when the CPU signal
-// cannot be read.
-func (s Signals) Set() (*pressure.Set, error) {
-	set := &pressure.Set{}
-	if s.CPU.Enabled {
-		cpu, err := pressure.NewCPU(
+// Set builds the signals through pressure.Default, with the section's
+// targets, periods, smoothing and bounds, without the signals it disables,
+// and with the goroutine signal when it gives a limit. Everything else is
+// Default's own: the queue-delay and concurrency signals learn from the
+// CPU signal and stop learning while another signal is above its target.
+// Default's configuration builds the same set as pressure.Default(). A
+// queue_delay target of 0 leaves the target learned. Start it with
+// go set.Run(ctx). The only errors are values out of pressure's ranges,
+// which Validate refuses first.
+func (s Signals) Set() (*pressure.Set, error) { return s.build() }
+
+// build is Set, with extra options applied after the section's (tests
+// inject readers with them).
+func (s Signals) build(extra ...pressure.SetOption) (*pressure.Set, error) {
+	opts := []pressure.SetOption{
+		pressure.WithoutSignals(s.disabled()...),
+		pressure.WithCPUOptions(
 			pressure.WithCPUTarget(s.CPU.Target),
 			pressure.WithCPUPeriod(s.CPU.Period),
 			pressure.WithCPUSmoothing(s.CPU.Smoothing),
 			pressure.WithRunQueueWait(s.CPU.RunQueueWait),
-		)
-		if err != nil {
-			return nil, err
-		}
-		set.CPU = cpu
-	}
-	if s.SchedLatency.Enabled {
-		set.Sched = pressure.NewSchedLatency(
+		),
+		pressure.WithSchedOptions(
 			pressure.WithSchedTarget(s.SchedLatency.Target),
 			pressure.WithSchedPercentile(s.SchedLatency.Percentile),
 			pressure.WithSchedPeriod(s.SchedLatency.Period),
 			pressure.WithSchedSmoothing(s.SchedLatency.Smoothing),
-		)
-	}
-	if s.QueueDelay.Enabled {
-		set.Queue = pressure.NewQueueDelay(
+		),
+		pressure.WithQueueOptions(
 			pressure.WithQueueTarget(s.QueueDelay.Target),
+			pressure.WithQueueBounds(s.QueueDelay.TargetFloor, s.QueueDelay.TargetCeiling),
 			pressure.WithQueueInterval(s.QueueDelay.Interval),
 			pressure.WithQueueSmoothing(s.QueueDelay.Smoothing),
-		)
+		),
+		pressure.WithConcurrencyOptions(
+			pressure.WithLatencyRatio(s.Concurrency.LatencyRatio),
+			pressure.WithLatencyBounds(s.Concurrency.LatencyFloor, s.Concurrency.LatencyCeiling),
+			pressure.WithMinQueue(s.Concurrency.MinQueue),
+			pressure.WithConcurrencyPeriod(s.Concurrency.Period),
+			pressure.WithConcurrencySmoothing(s.Concurrency.Smoothing),
+		),
+		pressure.WithMemoryOptions(
+			pressure.WithMemoryTarget(s.Memory.Target),
+			pressure.WithMemoryPeriod(s.Memory.Period),
+			pressure.WithMemorySmoothing(s.Memory.Smoothing),
+		),
+		pressure.WithGCOptions(
+			pressure.WithGCTarget(s.GCCPU.Target),
+			pressure.WithGCPeriod(s.GCCPU.Period),
+			pressure.WithGCSmoothing(s.GCCPU.Smoothing),
+		),
+		pressure.WithOpenFilesOptions(
+			pressure.WithCountTarget(s.OpenFiles.Target),
+			pressure.WithCountPeriod(s.OpenFiles.Period),
+			pressure.WithCountSmoothing(s.OpenFiles.Smoothing),
+		),
+	}
+	if s.Goroutines.Limit > 0 {
+		opts = append(opts, pressure.WithGoroutineLimit(s.Goroutines.Limit))
+	}
+	set, err := pressure.Default(append(opts, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	// Default takes no options for the goroutine signal: its target is
+	// set as a reload sets it.
+	if set.Goroutines != nil {
+		if err := set.Goroutines.SetTarget(s.Goroutines.Target); err != nil {
+			return nil, err
+		}
 	}
 	return set, nil
+}
+
+// disabled returns the names of the signals the section leaves out.
+func (s Signals) disabled() []string {
+	var out []string
+	for _, m := range []struct {
+		name string
+		on   bool
+	}{
+		{"cpu", s.CPU.Enabled},
+		{"sched_latency", s.SchedLatency.Enabled},
+		{"queue_delay", s.QueueDelay.Enabled},
+		{"concurrency", s.Concurrency.Enabled},
+		{"memory", s.Memory.Enabled},
+		{"gc_cpu", s.GCCPU.Enabled},
+		{"open_files", s.OpenFiles.Enabled},
+	} {
+		if !m.on {
+			out = append(out, m.name)
+		}
+	}
+	return out
 }
 
 // Options returns the degrade options of the section.

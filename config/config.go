@@ -102,11 +102,27 @@ type Limit struct {
 	Burst int `yaml:"burst"`
 }
 
-// Signals configures the resource signals of pressure.Default.
+// Signals configures the resource signals of pressure.Default, one
+// section per signal; what a section does not say stays Default's (see
+// Signals.Set).
 type Signals struct {
 	CPU          CPU          `yaml:"cpu"`
 	SchedLatency SchedLatency `yaml:"sched_latency"`
 	QueueDelay   QueueDelay   `yaml:"queue_delay"`
+	Concurrency  Concurrency  `yaml:"concurrency"`
+	// Memory configures the memory signal (pressure.NewMemory): the
+	// fraction of GOMEMLIMIT or the cgroup limit in use, no reading
+	// without a limit. Defaults: target 0.8, period 100ms, smoothing 0.
+	Memory LimitSignal `yaml:"memory"`
+	// GCCPU configures the GC CPU signal (pressure.NewGCCPU): the GC's
+	// share of the CPU. Defaults: target 0.3, period 100ms, smoothing 1s.
+	GCCPU LimitSignal `yaml:"gc_cpu"`
+	// Goroutines configures the goroutine signal (pressure.NewGoroutines).
+	Goroutines Goroutines `yaml:"goroutines"`
+	// OpenFiles configures the open file descriptor signal
+	// (pressure.NewOpenFiles): descriptors in use against RLIMIT_NOFILE.
+	// Defaults: target 0.8, period 1s, smoothing 0.
+	OpenFiles LimitSignal `yaml:"open_files"`
 }
 
 // CPU configures the CPU signal (pressure.NewCPU).
@@ -154,6 +170,63 @@ type QueueDelay struct {
 	// Smoothing is an EWMA time constant over the minima; 0 is none.
 	// Default 0; range [0, 1m].
 	Smoothing time.Duration `yaml:"smoothing" reload:"restart"`
+	// TargetFloor and TargetCeiling bound the learned target
+	// (pressure.WithQueueBounds); a fixed Target is not bounded by them.
+	// Defaults 5ms and 1s; range 0 < target_floor ≤ target_ceiling ≤ 1m.
+	TargetFloor   time.Duration `yaml:"target_floor" reload:"restart"`
+	TargetCeiling time.Duration `yaml:"target_ceiling" reload:"restart"`
+}
+
+// Concurrency configures the signal of requests waiting inside the
+// handler (pressure.NewConcurrency). Its target is fixed at 1 (waiting as
+// allowed); what it allows follows from the fields below. None of them
+// changes while the service runs.
+type Concurrency struct {
+	// Enabled includes the signal. Default true. It reads nothing until
+	// the request path reports to it (see pressure.Set).
+	Enabled bool `yaml:"enabled" reload:"restart"`
+	// LatencyRatio is the in-handler latency, as a multiple of the learned
+	// no-wait service time, at which the signal reads its target
+	// (pressure.WithLatencyRatio). Default 2; range [1.2, 100].
+	LatencyRatio float64 `yaml:"latency_ratio" reload:"restart"`
+	// LatencyFloor and LatencyCeiling bound the latency target
+	// (pressure.WithLatencyBounds). Defaults 1ms and 10s; range
+	// 0 < latency_floor ≤ latency_ceiling ≤ 1h.
+	LatencyFloor   time.Duration `yaml:"latency_floor" reload:"restart"`
+	LatencyCeiling time.Duration `yaml:"latency_ceiling" reload:"restart"`
+	// MinQueue is the smallest number of waiting requests read as the
+	// target (pressure.WithMinQueue). Default 4; range [1, 1000000].
+	MinQueue int `yaml:"min_queue" reload:"restart"`
+	// Period between samples. Default 50ms; range [10ms, 1m].
+	Period time.Duration `yaml:"period" reload:"restart"`
+	// Smoothing is the EWMA time constant; 0 is none. Default 100ms;
+	// range [0, 1m].
+	Smoothing time.Duration `yaml:"smoothing" reload:"restart"`
+}
+
+// LimitSignal configures a signal that reads the fraction of a limit in
+// use (memory, gc_cpu, open_files). The defaults differ per signal: see
+// the fields of Signals.
+type LimitSignal struct {
+	// Enabled includes the signal. Default true.
+	Enabled bool `yaml:"enabled" reload:"restart"`
+	// Target in fraction of the limit; range (0, 1].
+	Target float64 `yaml:"target"`
+	// Period between samples; range [10ms, 1m].
+	Period time.Duration `yaml:"period" reload:"restart"`
+	// Smoothing is the EWMA time constant; 0 is none. Range [0, 1m].
+	Smoothing time.Duration `yaml:"smoothing" reload:"restart"`
+}
+
+// Goroutines configures the goroutine signal: live goroutines against a
+// ceiling the service is sized for (pressure.WithGoroutineLimit). Its
+// sampling period (100ms) and smoothing (none) are pressure's.
+type Goroutines struct {
+	// Limit is the ceiling; 0 leaves the signal out (there is no natural
+	// one). Default 0; range [0, 1e9].
+	Limit int `yaml:"limit" reload:"restart"`
+	// Target in fraction of Limit. Default 0.9; range (0, 1].
+	Target float64 `yaml:"target"`
 }
 
 // Degrade configures the degradation levels (package degrade).
@@ -335,7 +408,14 @@ func Default() *Config {
 		Signals: Signals{
 			CPU:          CPU{Enabled: true, Target: 0.95, Period: 50 * time.Millisecond, Smoothing: 50 * time.Millisecond},
 			SchedLatency: SchedLatency{Enabled: true, Target: 50 * time.Millisecond, Percentile: 0.99, Period: 50 * time.Millisecond, Smoothing: 50 * time.Millisecond},
-			QueueDelay:   QueueDelay{Enabled: true, Interval: 100 * time.Millisecond},
+			QueueDelay: QueueDelay{Enabled: true, Interval: 100 * time.Millisecond,
+				TargetFloor: 5 * time.Millisecond, TargetCeiling: time.Second},
+			Concurrency: Concurrency{Enabled: true, LatencyRatio: 2, LatencyFloor: time.Millisecond,
+				LatencyCeiling: 10 * time.Second, MinQueue: 4, Period: 50 * time.Millisecond, Smoothing: 100 * time.Millisecond},
+			Memory:     LimitSignal{Enabled: true, Target: 0.8, Period: 100 * time.Millisecond},
+			GCCPU:      LimitSignal{Enabled: true, Target: 0.3, Period: 100 * time.Millisecond, Smoothing: time.Second},
+			Goroutines: Goroutines{Target: 0.9},
+			OpenFiles:  LimitSignal{Enabled: true, Target: 0.8, Period: time.Second},
 		},
 		Degrade: Degrade{
 			Target:     degrade.DefaultTarget,

@@ -13,10 +13,15 @@
 //	  period: 50ms              # restart
 //	  quotas:
 //	    acme: {rate: 200, burst: 50, by_criticality: {SHEDDABLE: {rate: 20}}}
-//	signals:
+//	signals:                    # pressure.Default's set; what is not said stays its own
 //	  cpu: {target: 0.95}
 //	  sched_latency: {target: 50ms}
-//	  queue_delay: {target: 5ms}
+//	  queue_delay: {target: 0s}   # 0: learned from the CPU per request
+//	  concurrency: {latency_ratio: 2}
+//	  memory: {target: 0.8}       # against GOMEMLIMIT or the cgroup limit
+//	  gc_cpu: {target: 0.3}
+//	  goroutines: {limit: 20000}  # none without a limit
+//	  open_files: {target: 0.8}
 //	degrade: {target: 0.85, max: 3, hold: 1s}
 //	http:
 //	  health_paths: [/healthz, /readyz, /livez]
@@ -71,8 +76,9 @@
 // reload.sighup is set, when Reload is called (the admin endpoint), and
 // when an override is set or cleared. A candidate is validated whole,
 // compared with the configuration in force, refused if it changes a field
-// tagged reload:"restart" (admit.period, the signals' periods and which
-// are enabled, the paths, the client's retry policy and budget), then
+// tagged reload:"restart" (admit.period, which signals are enabled and
+// everything about them but their targets, the paths, the client's retry
+// policy and budget), then
 // offered to every Target's Check; only when everything accepts it is it
 // published and given to every Target's Apply. Otherwise the configuration
 // in force stays, and the Result and the log say why, with positions.

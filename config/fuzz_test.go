@@ -24,6 +24,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("version: 1\nx: &a [*a]\n"), "")
 	f.Add([]byte("version: 1\nadmin: {enabled: true, token: 0123456789abcdef, client_cert: {enabled: true, names: [a]}}\n"), "LEVEE_ADMIN_TOKEN=")
 	f.Add([]byte("version: 1\nhttp:\n  routes:\n    - {name: r, path: /x/, headers: {A: '*'}, networks: [::1]}\n"), "LEVEE_HTTP_ROUTES=[{name: z}]")
+	f.Add([]byte("version: 1\nsignals:\n  queue_delay: {target: 0s, target_floor: 1ms, target_ceiling: 1ms}\n  concurrency: {latency_ratio: 1.2, latency_floor: 1h, latency_ceiling: 1h, min_queue: 1}\n  memory: {enabled: false}\n  gc_cpu: {target: 1, smoothing: 0s}\n  goroutines: {limit: 1, target: 1}\n  open_files: {period: 10ms}\n"), "LEVEE_SIGNALS_GOROUTINES_LIMIT=1000000000")
+	f.Add([]byte("version: 1\nsignals: {cpu: {enabled: false}, concurrency: {enabled: false}, queue_delay: {target: 1m}}\n"), "LEVEE_SIGNALS_QUEUE_DELAY_TARGET_CEILING=1m")
 	f.Fuzz(func(t *testing.T, file []byte, env string) {
 		envs := []string{env}
 		cfg, err := Parse("f.yaml", file, WithEnv(envs))

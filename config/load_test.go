@@ -15,7 +15,6 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
-	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 )
 
@@ -70,6 +69,33 @@ func TestParseProblems(t *testing.T) {
 			name: "out of range, with the value as written",
 			file: "version: 1\nsignals:\n  cpu:\n    target: 3\n",
 			want: []string{"f.yaml:4:13: signals.cpu.target: must be in (0, 2], got 3"},
+		},
+		{
+			name: "signals pressure.Default builds, with floors above ceilings",
+			file: `version: 1
+signals:
+  queue_delay: {target_floor: 20ms, target_ceiling: 10ms}
+  concurrency: {latency_ratio: 1, latency_floor: 0s, latency_ceiling: 2h, min_queue: 0, period: 5ms}
+  memory: {target: 1.5, smoothing: -1s}
+  gc_cpu: {target: 0, period: 2m}
+  goroutines: {limit: -1, target: 2}
+  open_files: {target: .nan}
+`,
+			want: []string{
+				"f.yaml:3:53: signals.queue_delay.target_ceiling: must be at least target_floor (20ms), got 10ms",
+				"f.yaml:4:32: signals.concurrency.latency_ratio: must be in [1.2, 100], got 1",
+				"f.yaml:4:50: signals.concurrency.latency_floor: must be in (0s, 1h], got 0s",
+				"f.yaml:4:71: signals.concurrency.latency_ceiling: must be in (0s, 1h], got 2h",
+				"f.yaml:4:86: signals.concurrency.min_queue: must be in [1, 1000000], got 0",
+				"f.yaml:4:97: signals.concurrency.period: must be in [10ms, 1m], got 5ms",
+				"f.yaml:5:20: signals.memory.target: must be in (0, 1], got 1.5",
+				"f.yaml:5:36: signals.memory.smoothing: must be in [0s, 1m], got -1s",
+				"f.yaml:6:20: signals.gc_cpu.target: must be in (0, 1], got 0",
+				"f.yaml:6:31: signals.gc_cpu.period: must be in [10ms, 1m], got 2m",
+				"f.yaml:7:23: signals.goroutines.limit: must be in [0, 1000000000], got -1",
+				"f.yaml:7:35: signals.goroutines.target: must be in (0, 1], got 2",
+				`f.yaml:8:24: signals.open_files.target: must be a finite number, got ".nan"`,
+			},
 		},
 		{
 			name: "duration without a unit",
@@ -200,33 +226,10 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// TestDefaultsMatchPackages checks that the defaults are the packages'
-// own: a service configured by Default behaves as one wired by hand.
-func TestDefaultsMatchPackages(t *testing.T) {
+// testOtherDefaults is TestDefaultsMatchPackages for the sections other
+// than signals.
+func testOtherDefaults(t *testing.T) {
 	d := Default()
-	set, err := d.Signals.Set()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := pressure.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range []struct {
-		name      string
-		got, want float64
-	}{
-		{"cpu target", set.CPU.Target(), want.CPU.Target()},
-		{"cpu period", set.CPU.Period().Seconds(), want.CPU.Period().Seconds()},
-		{"sched target", set.Sched.Target(), want.Sched.Target()},
-		{"sched period", set.Sched.Period().Seconds(), want.Sched.Period().Seconds()},
-		{"queue target", set.Queue.Target(), want.Queue.Target()},
-		{"queue interval", set.Queue.Period().Seconds(), want.Queue.Period().Seconds()},
-	} {
-		if x.got != x.want {
-			t.Errorf("%s = %v, pressure.Default's %v", x.name, x.got, x.want)
-		}
-	}
 	deg, plain := degrade.New(d.Degrade.Options()...), degrade.New()
 	if deg.Target() != plain.Target() || deg.Max() != plain.Max() {
 		t.Errorf("degrade from Default: target %v max %v, degrade.New(): %v %v", deg.Target(), deg.Max(), plain.Target(), plain.Max())
@@ -304,10 +307,15 @@ func TestEnvNames(t *testing.T) {
 		seen[env] = path
 	}
 	for path, want := range map[string]string{
-		"signals.cpu.target":  "LEVEE_SIGNALS_CPU_TARGET",
-		"admit.dry_run":       "LEVEE_ADMIT_DRY_RUN",
-		"admin.token":         "LEVEE_ADMIN_TOKEN",
-		"fleet.redis.address": "LEVEE_FLEET_REDIS_ADDRESS",
+		"signals.cpu.target":                "LEVEE_SIGNALS_CPU_TARGET",
+		"signals.gc_cpu.target":             "LEVEE_SIGNALS_GC_CPU_TARGET",
+		"signals.open_files.enabled":        "LEVEE_SIGNALS_OPEN_FILES_ENABLED",
+		"signals.goroutines.limit":          "LEVEE_SIGNALS_GOROUTINES_LIMIT",
+		"signals.concurrency.latency_ratio": "LEVEE_SIGNALS_CONCURRENCY_LATENCY_RATIO",
+		"signals.queue_delay.target_floor":  "LEVEE_SIGNALS_QUEUE_DELAY_TARGET_FLOOR",
+		"admit.dry_run":                     "LEVEE_ADMIT_DRY_RUN",
+		"admin.token":                       "LEVEE_ADMIN_TOKEN",
+		"fleet.redis.address":               "LEVEE_FLEET_REDIS_ADDRESS",
 	} {
 		if vars[path] != want {
 			t.Errorf("variable of %s = %q, want %q", path, vars[path], want)

@@ -307,14 +307,16 @@ func (f *fakeAdmission) SetQuotas(q map[string]admit.Quota) {
 }
 
 func TestApplyTargets(t *testing.T) {
-	set, err := Default().Signals.Set()
+	cfg := Default()
+	cfg.Signals.Goroutines.Limit = 10_000
+	set, err := cfg.Signals.Set()
 	if err != nil {
 		t.Fatal(err)
 	}
 	deg := degrade.New()
 	g := throttle.NewGroup()
 	adm := &fakeAdmission{}
-	rl, err := NewReloader(Default(), WithEnv(nil), WithLogger(slog.New(slog.DiscardHandler)))
+	rl, err := NewReloader(cfg, WithEnv(nil), WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,6 +327,10 @@ func TestApplyTargets(t *testing.T) {
 		"signals.cpu.target":           "0.7",
 		"signals.sched_latency.target": "20ms",
 		"signals.queue_delay.target":   "8ms",
+		"signals.memory.target":        "0.7",
+		"signals.gc_cpu.target":        "0.4",
+		"signals.goroutines.target":    "0.6",
+		"signals.open_files.target":    "0.5",
 		"degrade.target":               "0.6",
 		"degrade.max":                  "5",
 		"client.throttle.k":            "1.5",
@@ -342,6 +348,10 @@ func TestApplyTargets(t *testing.T) {
 		{"cpu target", set.CPU.Target(), 0.7},
 		{"sched target", set.Sched.Target(), 0.02},
 		{"queue target", set.Queue.Target(), 0.008},
+		{"memory target", set.Memory.Target(), 0.7},
+		{"gc_cpu target", set.GC.Target(), 0.4},
+		{"goroutines target", set.Goroutines.Target(), 0.6},
+		{"open_files target", set.OpenFiles.Target(), 0.5},
 		{"degrade target", deg.Target(), 0.6},
 		{"degrade max", float64(deg.Max()), 5},
 		{"throttle K", g.Get("backend").K(), 1.5},
@@ -358,6 +368,26 @@ func TestApplyTargets(t *testing.T) {
 	rl.SetOverride("signals.cpu.target", "0.75")
 	if adm.setCalls != calls {
 		t.Errorf("SetQuotas called again (%d → %d) when the quotas did not change", calls, adm.setCalls)
+	}
+	// A learned queue target comes back with 0.
+	if res := rl.SetOverride("signals.queue_delay.target", "0s"); !res.Applied || set.Queue.Target() != 0.1 {
+		t.Errorf("queue target 0s: %+v, target %v, want the unlearned 0.1", res, set.Queue.Target())
+	}
+	// What cannot change at run time is refused, and nothing changes.
+	for path, v := range map[string]string{
+		"signals.concurrency.latency_ratio": "3",
+		"signals.goroutines.limit":          "500",
+		"signals.memory.enabled":            "false",
+		"signals.open_files.period":         "2s",
+		"signals.queue_delay.target_floor":  "1ms",
+	} {
+		before := rl.Current()
+		if res := rl.SetOverride(path, v); res.Applied || res.Err == nil || !strings.Contains(res.Err.Error(), "restart to apply it") {
+			t.Errorf("override %s=%s of a restart-only field: %+v", path, v, res)
+		}
+		if rl.Current() != before {
+			t.Errorf("override %s=%s changed the config in force", path, v)
+		}
 	}
 }
 

@@ -57,38 +57,71 @@ type signalsTarget struct{ set *pressure.Set }
 
 // ApplySignals returns the Target that keeps the targets of set's signals
 // (signals.*.target) as the configuration says; the other signal fields
-// need a restart. Nil members are skipped.
+// need a restart. Nil members are skipped. A queue_delay target of 0 goes
+// back to the learned target.
 func ApplySignals(set *pressure.Set) Target { return signalsTarget{set} }
 
 func (s signalsTarget) Check(next *Config) error {
 	// The setters take what the options take; validation already refused
-	// the rest. Try each on a throwaway signal so that Apply cannot fail.
-	var errs []error
+	// the rest. Try them on throwaway signals (with no reader that touches
+	// the system) so that Apply cannot fail.
+	probe := &pressure.Set{}
 	if s.set.CPU != nil {
 		c, err := pressure.NewCPU(pressure.WithCgroupFS(nil), pressure.WithProcessCPU(func() (time.Duration, error) { return 0, nil }))
-		if err == nil {
-			errs = append(errs, c.SetTarget(next.Signals.CPU.Target))
+		if err != nil {
+			return err
 		}
+		probe.CPU = c
 	}
+	none := func() (int64, int64, error) { return 0, 0, nil }
 	if s.set.Sched != nil {
-		errs = append(errs, pressure.NewSchedLatency().SetTarget(next.Signals.SchedLatency.Target))
+		probe.Sched = pressure.NewSchedLatency()
 	}
 	if s.set.Queue != nil {
-		errs = append(errs, pressure.NewQueueDelay().SetTarget(next.Signals.QueueDelay.Target))
+		probe.Queue = pressure.NewQueueDelay()
 	}
-	return errors.Join(errs...)
+	if s.set.Memory != nil {
+		probe.Memory = pressure.NewMemory(pressure.WithMemoryCgroupFS(nil))
+	}
+	if s.set.GC != nil {
+		probe.GC = pressure.NewGCCPU()
+	}
+	if s.set.Goroutines != nil {
+		probe.Goroutines = pressure.NewGoroutines(1, pressure.WithCountSource(none))
+	}
+	if s.set.OpenFiles != nil {
+		probe.OpenFiles = pressure.NewOpenFiles(pressure.WithCountSource(none))
+	}
+	return setTargets(probe, next.Signals)
 }
 
-func (s signalsTarget) Apply(next *Config) {
-	if s.set.CPU != nil {
-		_ = s.set.CPU.SetTarget(next.Signals.CPU.Target)
+func (s signalsTarget) Apply(next *Config) { _ = setTargets(s.set, next.Signals) }
+
+// setTargets sets the targets of set's members as sig says.
+func setTargets(set *pressure.Set, sig Signals) error {
+	var errs []error
+	if set.CPU != nil {
+		errs = append(errs, set.CPU.SetTarget(sig.CPU.Target))
 	}
-	if s.set.Sched != nil {
-		_ = s.set.Sched.SetTarget(next.Signals.SchedLatency.Target)
+	if set.Sched != nil {
+		errs = append(errs, set.Sched.SetTarget(sig.SchedLatency.Target))
 	}
-	if s.set.Queue != nil {
-		_ = s.set.Queue.SetTarget(next.Signals.QueueDelay.Target)
+	if set.Queue != nil {
+		errs = append(errs, set.Queue.SetTarget(sig.QueueDelay.Target))
 	}
+	if set.Memory != nil {
+		errs = append(errs, set.Memory.SetTarget(sig.Memory.Target))
+	}
+	if set.GC != nil {
+		errs = append(errs, set.GC.SetTarget(sig.GCCPU.Target))
+	}
+	if set.Goroutines != nil {
+		errs = append(errs, set.Goroutines.SetTarget(sig.Goroutines.Target))
+	}
+	if set.OpenFiles != nil {
+		errs = append(errs, set.OpenFiles.SetTarget(sig.OpenFiles.Target))
+	}
+	return errors.Join(errs...)
 }
 
 // degradeTarget applies the degrade section.

@@ -184,6 +184,35 @@ func (s *Signals) validate(v *Validator) {
 	q.duration("target", s.QueueDelay.Target, 0, time.Minute, false)
 	q.duration("interval", s.QueueDelay.Interval, 10*time.Millisecond, time.Minute, false)
 	q.duration("smoothing", s.QueueDelay.Smoothing, 0, time.Minute, false)
+	q.bounds("target_floor", "target_ceiling", s.QueueDelay.TargetFloor, s.QueueDelay.TargetCeiling, time.Minute)
+	cc := v.Sub("concurrency")
+	cc.float("latency_ratio", s.Concurrency.LatencyRatio, 1.2, 100, false)
+	cc.bounds("latency_floor", "latency_ceiling", s.Concurrency.LatencyFloor, s.Concurrency.LatencyCeiling, time.Hour)
+	cc.integer("min_queue", s.Concurrency.MinQueue, 1, 1_000_000)
+	cc.duration("period", s.Concurrency.Period, 10*time.Millisecond, time.Minute, false)
+	cc.duration("smoothing", s.Concurrency.Smoothing, 0, time.Minute, false)
+	s.Memory.validate(v.Sub("memory"))
+	s.GCCPU.validate(v.Sub("gc_cpu"))
+	s.OpenFiles.validate(v.Sub("open_files"))
+	g := v.Sub("goroutines")
+	g.integer("limit", s.Goroutines.Limit, 0, 1e9)
+	g.float("target", s.Goroutines.Target, 0, 1, true)
+}
+
+func (l *LimitSignal) validate(v *Validator) {
+	v.float("target", l.Target, 0, 1, true)
+	v.duration("period", l.Period, 10*time.Millisecond, time.Minute, false)
+	v.duration("smoothing", l.Smoothing, 0, time.Minute, false)
+}
+
+// bounds checks a floor and a ceiling: 0 < floor ≤ ceiling ≤ hi.
+func (v *Validator) bounds(floorField, ceilField string, floor, ceil, hi time.Duration) {
+	v.duration(floorField, floor, 0, hi, true)
+	if floor > 0 && floor <= hi && ceil < floor {
+		v.Errorf(ceilField, "must be at least %s (%s), got %s", floorField, fmtDuration(floor), fmtDuration(ceil))
+	} else {
+		v.duration(ceilField, ceil, 0, hi, true)
+	}
 }
 
 func (d *Degrade) validate(v *Validator) {

@@ -140,10 +140,14 @@ func BenchmarkSpan(b *testing.B) {
 func TestAcceptWithFleetQuotaDoesNotAllocate(t *testing.T) {
 	_, quota, ctx := acceptControllers(t)
 	refused := levee.WithCall(ctx, levee.Call{Tenant: "unknown"})
-	// Exhaust the default pool (1 core) for the refusal case.
+	// One instant for every call, so that the refusal holds: on the real
+	// clock the default pool (1 core) refills a request's cost every
+	// millisecond or so, and the refused case would be admitted now and
+	// then.
+	at := time.Now()
 	for range 2000 {
-		if tk, err := quota.Admit(refused); err == nil {
-			tk.Done(nil)
+		if tk, err := quota.AdmitAt(refused, at); err == nil {
+			tk.DoneAt(at, nil)
 		}
 	}
 	tests := []struct {
@@ -153,11 +157,11 @@ func TestAcceptWithFleetQuotaDoesNotAllocate(t *testing.T) {
 	}{{"admitted", ctx, true}, {"refused by the fleet quota", refused, false}}
 	for _, tt := range tests {
 		got := testing.AllocsPerRun(1000, func() {
-			tk, err := quota.Admit(tt.ctx)
+			tk, err := quota.AdmitAt(tt.ctx, at)
 			if (err == nil) != tt.ok {
 				t.Fatalf("%s: err = %v", tt.name, err)
 			}
-			tk.Done(nil)
+			tk.DoneAt(at, nil)
 		})
 		if got != 0 {
 			t.Errorf("%s: %v allocs per Admit+Done, want 0", tt.name, got)

@@ -10,10 +10,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/tap"
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // TestAllocs guards the allocations levee adds per call (see
@@ -27,6 +29,8 @@ func TestAllocs(t *testing.T) {
 	ctl := admit.New()
 	ctl.Step(time.Now()) // the coarse clock, as Run keeps it
 	s := NewServer(ctl)
+	sq := NewServer(ctl, WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency()))
+	tag := &stats.RPCTagInfo{FullMethodName: echoMethod}
 	md := metadata.Pairs("levee-criticality", "SHEDDABLE_PLUS", ":authority", "x")
 	base := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4}})
 	base = metadata.NewIncomingContext(base, md)
@@ -56,10 +60,16 @@ func TestAllocs(t *testing.T) {
 		max  float64
 		f    func()
 	}{
-		{"tap+interceptor", 4, func() {
+		{"tap+interceptor", 3, func() {
 			ctx, _ := s.InHandle(stream, tinfo)
 			_, _ = s.UnaryServerInterceptor(ctx, "x", info, handler)
 			tapTicket(ctx).release(nil) // as the reaper would: keep the list short
+		}},
+		{"tap+signals+interceptor", 3, func() {
+			ctx, _ := sq.InHandle(stream, tinfo)
+			ctx = sq.StatsHandler().TagRPC(ctx, tag)
+			_, _ = sq.UnaryServerInterceptor(ctx, "x", info, handler)
+			tapTicket(ctx).release(nil)
 		}},
 		{"interceptor", 3, func() { _, _ = s.UnaryServerInterceptor(stream, "x", info, handler) }},
 		{"client default call", 1, func() { _ = c.UnaryClientInterceptor(plainCall, echoMethod, "x", "y", cc, invoker) }},

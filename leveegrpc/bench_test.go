@@ -15,6 +15,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // benchSetup is one way of wiring the benchmark's client and server.
@@ -86,6 +87,14 @@ func BenchmarkUnaryOverhead(b *testing.B) {
 		}),
 		leveeSetup.with("levee-default-timeout", func(s *benchSetup) { s.noDeadline = true }),
 		leveeSetup.with("levee-server-only", func(s *benchSetup) { s.client = plainSetup.client }),
+		// The server as Protect wires it: the queue-delay and concurrency
+		// signals, so also the stats handler.
+		leveeSetup.with("levee-server-signals", func(s *benchSetup) {
+			s.client = plainSetup.client
+			s.server = func() []grpc.ServerOption {
+				return NewServer(admit.New(), WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency())).ServerOptions()
+			}
+		}),
 		leveeSetup.with("levee-client-only", func(s *benchSetup) { s.server = plainSetup.server }),
 	}
 	for _, s := range setups {

@@ -6,8 +6,17 @@
 //
 // # Server
 //
-//	s := leveegrpc.NewServer(controller)          // an *admit.Controller
-//	srv := grpc.NewServer(s.ServerOptions()...)   // tap + both interceptors
+// One call builds and starts everything (configuration, signals,
+// admission controller, status page, metrics; see Protect):
+//
+//	p, err := leveegrpc.Protect(ctx)
+//	srv := grpc.NewServer(p.ServerOptions()...)  // tap, interceptors, stats handler
+//	go p.HTTP().ListenAndServe(":9090")          // status page, metrics
+//
+// or, explicitly, with a controller of your own:
+//
+//	s := leveegrpc.NewServer(controller, leveegrpc.WithQueueDelay(set.Queue))
+//	srv := grpc.NewServer(s.ServerOptions()...)
 //
 // Each request is admitted exactly once, whichever parts are installed:
 //
@@ -25,11 +34,23 @@
 //     stack; a goroutine runs only while tickets are outstanding. A
 //     context.AfterFunc per request would cost five allocations.)
 //   - UnaryServerInterceptor and StreamServerInterceptor admit the request
-//     themselves when the tap did not, put its levee.Call and degradation
-//     level (degrade.FromContext) in the handler's context, release the
-//     ticket when the handler returns (with the handler's error, so the
-//     controller learns about downstream overload), and map the handler's
-//     levee rejections (the mid-tier mapping below).
+//     themselves when the tap did not, make every admitted call wait in
+//     the controller's run queue (admit.Ticket.Wait: the tap's calls too,
+//     so that bounded concurrency holds for gRPC as for HTTP), put its
+//     levee.Call and degradation level (degrade.FromContext) in the
+//     handler's context, release the ticket when the handler returns (with
+//     the handler's error, so the controller learns about downstream
+//     overload), and map the handler's levee rejections (the mid-tier
+//     mapping below). A stream holds its run slot only until its handler
+//     first receives or sends a message: the run queue bounds and orders
+//     stream openings, while a stream's life is its caller's.
+//   - StatsHandler (grpc.StatsHandler) feeds the queue-delay signal
+//     (WithQueueDelay) with each call's wait from the tap's entry, when its
+//     headers have been read, to the start of the goroutine gRPC runs it
+//     on: under CPU overload a gRPC server's queue is there, new streams
+//     waiting for a core. A client sending its message slowly after its
+//     headers cannot lengthen it. The tap's entry is also the arrival the
+//     caller's budget counts from.
 //
 // The request's levee.Call and deadline come from its metadata by the same
 // rules as leveehttp's (package internal/inbound; internal/wire parses the

@@ -64,6 +64,9 @@ var echoDesc = grpc.ServiceDesc{
 // server saw is what the test checks.
 type echoImpl struct {
 	unary func(ctx context.Context, in string) (string, error)
+	// chatStart runs when a chat's handler starts, before its first
+	// message.
+	chatStart func(ctx context.Context)
 	// calls counts handler runs (unary and stream).
 	calls atomic.Int64
 }
@@ -84,6 +87,9 @@ func (e *echoImpl) echo(ctx context.Context, in *wrapperspb.StringValue) (*wrapp
 // stream's context ends.
 func (e *echoImpl) chat(stream grpc.ServerStream) error {
 	e.calls.Add(1)
+	if e.chatStart != nil {
+		e.chatStart(stream.Context())
+	}
 	for {
 		in := new(wrapperspb.StringValue)
 		if err := stream.RecvMsg(in); err != nil {

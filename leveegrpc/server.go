@@ -3,13 +3,16 @@ package leveegrpc
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
 	"github.com/levee-dev/levee"
@@ -17,6 +20,7 @@ import (
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // Server applies admission control to a gRPC server: install its InHandle
@@ -30,6 +34,10 @@ type Server struct {
 	tenant   func(ctx context.Context) string
 	exempt   func(method string) bool
 	load     bool
+	queue    QueueObserver
+	conc     *pressure.Concurrency
+	report   func(problem, detail string)
+	checked  atomic.Bool // the first call was checked for misuse
 	inflight atomic.Int64
 	probes   atomic.Uint64
 	rules    inbound.Rules[request]
@@ -123,6 +131,47 @@ func WithRand(f func() uint64) Option {
 	return func(s *Server) { s.rand = f }
 }
 
+// QueueObserver receives each call's wait between its arrival and the
+// start of its handler's goroutine. *pressure.QueueDelay implements it.
+// Observe must be safe for concurrent use and should not allocate.
+type QueueObserver interface {
+	Observe(d time.Duration)
+}
+
+// WithQueueDelay feeds q with each call's queueing delay: the time from
+// the tap's entry (InHandle runs when the call's headers have been read,
+// on the connection's reader) to the start of the goroutine gRPC runs the
+// call on, which the stats handler (StatsHandler, installed by
+// ServerOptions) sees. Under CPU overload that is where a gRPC server's
+// queue is: new streams wait for a core behind everything already
+// running. Neither end depends on the caller: a client that sends its
+// message slowly after its headers makes itself late, never the signal
+// high. Calls the tap did not see (no InHandle installed) and exempt
+// methods are not observed. Default: none.
+func WithQueueDelay(q QueueObserver) Option {
+	return func(s *Server) { s.queue = q }
+}
+
+// WithProblemReporter sets the function told once about misuse the Server
+// detects on its first call: ProblemNoTap (the interceptors run but
+// InHandle is not installed) or ProblemNoStatsHandler (WithQueueDelay is
+// set but the stats handler is not installed). Default: a warning in
+// slog.Default's log. Protect reports to its own log and metric.
+func WithProblemReporter(f func(problem, detail string)) Option {
+	return func(s *Server) { s.report = f }
+}
+
+// Problems a Server reports (see WithProblemReporter).
+const (
+	// ProblemNoTap: calls reach the interceptors without InHandle:
+	// rejections cost a decoded message and the queue-delay signal sees
+	// nothing.
+	ProblemNoTap = "no_tap"
+	// ProblemNoStatsHandler: WithQueueDelay is set but StatsHandler is not
+	// installed (grpc.StatsHandler): the queue-delay signal sees nothing.
+	ProblemNoStatsHandler = "no_stats_handler"
+)
+
 // DefaultRetryAfter is the delay a Server advises with an overload or quota
 // rejection whose controller gave none: levee's one default, shared with
 // leveehttp.
@@ -143,6 +192,9 @@ func NewServer(c *admit.Controller, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	if s.report == nil {
+		s.report = func(problem, detail string) { slog.Warn("leveegrpc: "+detail, "problem", problem) }
+	}
 	s.rules = inbound.Rules[request]{Header: header, Peer: s.peerTenant}
 	if f := s.trust; f != nil {
 		s.rules.Trust = func(r request) bool { return f(r.ctx) }
@@ -154,17 +206,22 @@ func NewServer(c *admit.Controller, opts ...Option) *Server {
 }
 
 // ServerOptions returns the options that install s completely:
-// grpc.InTapHandle(s.InHandle) and the unary and stream interceptors,
+// grpc.InTapHandle(s.InHandle), the unary and stream interceptors,
 // chained (grpc.ChainUnaryInterceptor, grpc.ChainStreamInterceptor), so
-// that other interceptors can be added with their own chain options;
-// interceptors run in the order of the options. A server has one tap:
+// that other interceptors can be added with their own chain options
+// (interceptors run in the order of the options), and, with WithQueueDelay,
+// grpc.StatsHandler(s.StatsHandler()). A server has one tap:
 // grpc.NewServer panics if another grpc.InTapHandle is given as well.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	opts := []grpc.ServerOption{
 		grpc.InTapHandle(s.InHandle),
 		grpc.ChainUnaryInterceptor(s.UnaryServerInterceptor),
 		grpc.ChainStreamInterceptor(s.StreamServerInterceptor),
 	}
+	if s.queue != nil {
+		opts = append(opts, grpc.StatsHandler(s.StatsHandler()))
+	}
+	return opts
 }
 
 // Probes returns the number of calls to exempt methods (WithExempt: the
@@ -187,18 +244,44 @@ func (s *Server) InFlight() int64 { return s.inflight.Load() }
 // it does whenever a stream ends. A ticket holds that channel, not the
 // context, so that the reaper keeps no stream's context graph alive.
 type ticket struct {
-	s        *Server
-	t        admit.Ticket
-	released atomic.Bool
-	done     <-chan struct{}
-	next     *ticket // reaper lists
+	s      *Server
+	t      admit.Ticket
+	state  atomic.Int32 // tapHeld, claimed or released
+	done   <-chan struct{}
+	next   *ticket        // reaper lists
+	cs     pressure.Start // in the handler, for WithConcurrency
+	stream bool           // a stream's: dropped from the concurrency signal
 }
 
+// A ticket's owner: the tap's (the reaper may release it), an
+// interceptor's (only the interceptor touches it), or nobody (released).
+const (
+	tapHeld int32 = iota
+	claimed
+	released
+)
+
+// claim makes the calling interceptor the ticket's owner: false when the
+// reaper released it already (the stream ended).
+func (t *ticket) claim() bool { return t.state.CompareAndSwap(tapHeld, claimed) }
+
+// release ends the ticket with err, once, whoever owns it.
 func (t *ticket) release(err error) {
-	if t.released.CompareAndSwap(false, true) {
+	if t.state.Swap(released) != released {
+		t.s.endInHandler(t.cs, t.stream)
 		t.t.Done(err)
 		t.s.inflight.Add(-1)
 	}
+}
+
+// reap releases the ticket as "caller gone" if it is still the tap's.
+func (t *ticket) reap() bool {
+	if t.state.CompareAndSwap(tapHeld, released) {
+		t.t.Done(context.Canceled)
+		t.s.inflight.Add(-1)
+		return true
+	}
+	return t.state.Load() != tapHeld
 }
 
 // admitted is the context node InHandle builds: the method (for Method,
@@ -206,8 +289,10 @@ func (t *ticket) release(err error) {
 // answers admittedKey with itself.
 type admitted struct {
 	context.Context
-	method string
-	t      *ticket
+	method  string
+	t       *ticket
+	arrival time.Time // the tap's entry; zero without WithQueueDelay
+	tagged  atomic.Bool
 }
 
 type admittedKey struct{}
@@ -308,12 +393,11 @@ func (r *reaper) run() {
 		// Keep only the outstanding ones.
 		link := &pending
 		for t := *link; t != nil; t = *link {
-			gone := t.released.Load()
+			gone := t.state.Load() != tapHeld // an interceptor's, or released
 			if !gone {
 				select {
 				case <-t.done:
-					t.release(context.Canceled)
-					gone = true
+					gone = t.reap()
 				default:
 				}
 			}
@@ -342,11 +426,14 @@ func (r *reaper) run() {
 // them, levee clients do).
 //
 // The context it returns carries the request's levee.Call, its
-// degradation level, its method (see Method) and the admitted ticket; the
-// interceptors release the ticket when the handler returns. Without the
-// interceptors the reaper releases it after the stream ended, as "caller
-// gone" (the controller then learns neither the service time nor a
-// downstream overload), and handler errors are not mapped (see Error).
+// degradation level, its method (see Method), the admitted ticket and,
+// with WithQueueDelay, the call's arrival (the tap's entry, when its
+// headers have been read); the interceptors make the call wait in the run
+// queue and release the ticket when the handler returns. Without the
+// interceptors the call skips the run queue, the reaper releases its
+// ticket after the stream ended, as "caller gone" (the controller then
+// learns neither the service time nor a downstream overload), and handler
+// errors are not mapped (see Error).
 func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	r := request{ctx: ctx, md: info.Header}
 	if s.exempt(info.FullMethodName) {
@@ -355,7 +442,11 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 		s.probes.Add(1)
 		return &admitted{Context: levee.WithCall(ctx, s.rules.Call(r)), method: info.FullMethodName}, nil
 	}
-	in, err := s.rules.Derive(r, time.Time{}, time.Time{})
+	var now time.Time
+	if s.queue != nil {
+		now = time.Now() // the call's arrival
+	}
+	in, err := s.rules.Derive(r, now, now)
 	if err != nil {
 		s.c.CountRejected(in.Call.Criticality, levee.Deadline)
 		return nil, Status(asRejected(err)).Err()
@@ -366,10 +457,10 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 	// release the new context: gRPC cancels the stream's context, its
 	// parent, whenever the stream ends, which stops its timer.
 	ctx, _ = inbound.Bound(ctx, in.Deadline)
+	a := &admitted{Context: ctx, method: info.FullMethodName, arrival: now}
 	if s.c == nil {
-		return ctx, nil
+		return a, nil
 	}
-	a := &admitted{Context: ctx, method: info.FullMethodName}
 	t, err := s.c.Admit(a)
 	if err != nil {
 		return nil, Status(s.advise(levee.AsRejected(err))).Err()
@@ -409,14 +500,20 @@ func asRejected(err error) *levee.RejectedError {
 // UnaryServerInterceptor is a grpc.UnaryServerInterceptor (install it with
 // grpc.ChainUnaryInterceptor or grpc.UnaryInterceptor). It admits the
 // request unless InHandle already did, waits in the controller's run queue
-// (admit.Ticket.Wait; a call admitted by InHandle does not: the tap runs
-// on the connection's reader and must not block), puts its levee.Call and
-// degradation level in the handler's context, releases the ticket when the
-// handler returns, and maps the handler's levee rejections (see Error),
-// sending the grpc-retry-pushback-ms trailer with them. Streams do not
-// wait in the run queue: a stream lives as long as its caller chooses.
+// (admit.Ticket.Wait) — a call InHandle admitted too: the tap runs on the
+// connection's reader and must not block, so its calls wait here, before
+// their handler — puts its levee.Call and degradation level in the
+// handler's context, releases the ticket when the handler returns, and
+// maps the handler's levee rejections (see Error), sending the
+// grpc-retry-pushback-ms trailer with them and with a run-queue rejection.
 func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	if !s.checked.Load() {
+		s.check(ctx, info.FullMethod)
+	}
 	if tk := tapTicket(ctx); tk != nil {
+		if err := s.hold(ctx, tk, nil); err != nil {
+			return nil, err
+		}
 		defer func() { tk.release(err); err = s.finish(ctx, err, nil) }()
 		return handler(ctx, req)
 	}
@@ -446,17 +543,15 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		aerr = t.Wait(ctx)
 	}
 	if aerr != nil {
-		rej := s.advise(levee.AsRejected(aerr))
-		if md := Pushback(rej); md != nil {
-			_ = grpc.SetTrailer(ctx, md)
-		}
-		return nil, Status(rej).Err()
+		return nil, s.refuse(ctx, aerr, nil)
 	}
 	s.inflight.Add(1)
 	if l := t.DegradeLevel(); l != 0 {
 		ctx = degrade.WithLevel(ctx, l)
 	}
+	cs := s.startInHandler(ctx)
 	defer func() {
+		s.endInHandler(cs, false)
 		t.Done(err)
 		s.inflight.Add(-1)
 		err = s.finish(ctx, err, nil)
@@ -466,16 +561,24 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 
 // StreamServerInterceptor is a grpc.StreamServerInterceptor (install it with
 // grpc.ChainStreamInterceptor or grpc.StreamInterceptor). It works as
-// UnaryServerInterceptor does, for the whole life of the stream: the ticket
-// is released when the handler returns, however the stream ended. A
-// stream's duration is not reported as service time (it is the caller's
-// choice, not the server's cost): a successful stream is released as an
-// outcome admit learns nothing from.
+// UnaryServerInterceptor does, except for what a stream holds: it waits in
+// the run queue before its handler starts and holds its run slot and
+// ticket only until the handler first receives or sends a message (see
+// startingStream: a stream's life is its caller's choice), or returns. A
+// stream's duration is not reported as service time: its ticket is
+// released as an outcome admit learns nothing from, unless the handler
+// returns before its first message.
 func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx := ss.Context()
+	if !s.checked.Load() {
+		s.check(ctx, info.FullMethod)
+	}
 	if tk := tapTicket(ctx); tk != nil {
+		if err := s.hold(ctx, tk, ss); err != nil {
+			return err
+		}
 		defer func() { tk.release(streamOutcome(err)); err = s.finish(ctx, err, ss) }()
-		return handler(srv, ss)
+		return handler(srv, &startingStream{ServerStream: ss, ctx: ctx, t: tk})
 	}
 	if s.exempt(info.FullMethod) {
 		if tapped(ctx) != nil { // the tap counted it and set its call
@@ -496,24 +599,122 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 	if s.c == nil {
 		return s.finish(ctx, handler(srv, ws), ss)
 	}
-	t, aerr := s.c.Admit(ctx)
+	at, aerr := s.c.Admit(ctx)
 	if aerr != nil {
-		rej := s.advise(levee.AsRejected(aerr))
-		if md := Pushback(rej); md != nil {
-			ss.SetTrailer(md)
-		}
-		return Status(rej).Err()
+		return s.refuse(ctx, aerr, ss)
 	}
 	s.inflight.Add(1)
-	if l := t.DegradeLevel(); l != 0 {
+	tk := &ticket{s: s, t: at}
+	tk.state.Store(claimed) // no reaper knows it
+	if err := s.hold(ctx, tk, ss); err != nil {
+		return err
+	}
+	if l := at.DegradeLevel(); l != 0 {
 		ws.ctx = degrade.WithLevel(ctx, l)
 	}
 	defer func() {
-		t.Done(streamOutcome(err))
-		s.inflight.Add(-1)
+		tk.release(streamOutcome(err))
 		err = s.finish(ctx, err, ss)
 	}()
-	return handler(srv, ws)
+	return handler(srv, &startingStream{ServerStream: ws, ctx: ws.ctx, t: tk})
+}
+
+// hold makes the interceptor the owner of tk and waits in the run queue
+// (admit.Ticket.Wait) until the call may start. It returns the status
+// error to end the call with, the rejection's pushback trailer set on ss
+// (nil for unary calls), when the call must not start: the stream ended
+// before its handler (the reaper released the ticket), or the run queue
+// refused it.
+func (s *Server) hold(ctx context.Context, tk *ticket, ss grpc.ServerStream) error {
+	if tk.state.Load() != claimed && !tk.claim() {
+		return errEndedEarly
+	}
+	if err := tk.t.Wait(ctx); err != nil {
+		tk.release(err)
+		return s.refuse(ctx, err, ss)
+	}
+	tk.stream = ss != nil
+	tk.cs = s.startInHandler(ctx)
+	return nil
+}
+
+// WithConcurrency reports each admitted call's time in its handler to c,
+// the concurrency signal (pressure.Concurrency), which sees calls waiting
+// inside handlers (a dependency's pool, a lock): StartAt once the call
+// leaves the run queue, with the time left to its deadline, DoneAt when a
+// unary handler returns; a stream is dropped at its first message (its
+// length is its caller's). Default: none; Protect sets its set's.
+func WithConcurrency(c *pressure.Concurrency) Option {
+	return func(s *Server) { s.conc = c }
+}
+
+// startInHandler starts a call's in-handler time (the zero Start without
+// WithConcurrency).
+func (s *Server) startInHandler(ctx context.Context) pressure.Start {
+	if s.conc == nil {
+		return pressure.Start{}
+	}
+	now := time.Now()
+	var budget time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		budget = dl.Sub(now)
+	}
+	return s.conc.StartAt(now, budget)
+}
+
+// endInHandler ends it: DoneAt, or Drop for a stream.
+func (s *Server) endInHandler(cs pressure.Start, stream bool) {
+	switch {
+	case s.conc == nil:
+	case stream:
+		s.conc.Drop(cs)
+	default:
+		s.conc.DoneAt(cs, time.Now(), 0)
+	}
+}
+
+var errEndedEarly = status.Error(codes.Canceled, "leveegrpc: the call ended before its handler started")
+
+// refuse returns the status error for err, an admission or run-queue
+// rejection, with its pushback trailer set (on ss for streams).
+func (s *Server) refuse(ctx context.Context, err error, ss grpc.ServerStream) error {
+	rej := s.advise(levee.AsRejected(err))
+	if md := Pushback(rej); md != nil {
+		if ss != nil {
+			ss.SetTrailer(md)
+		} else {
+			_ = grpc.SetTrailer(ctx, md)
+		}
+	}
+	return Status(rej).Err()
+}
+
+// startingStream releases its stream's ticket, and with it the run slot,
+// when the handler first receives or sends a message: a stream holds a
+// slot only while it starts. From its first message on its pace is its
+// caller's (a watch may idle for hours), and slots held for a stream's
+// whole life would let a few long streams fill the bound and starve the
+// unary calls. So the run queue bounds and orders stream openings and the
+// work a handler does before its first message; work between messages is
+// not bounded. The ticket is released as an outcome admit learns nothing
+// from (a stream's length is no service time), so a downstream overload a
+// stream's handler meets after its first message is not counted.
+type startingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+	t   *ticket
+}
+
+func (w *startingStream) Context() context.Context { return w.ctx }
+
+func (w *startingStream) RecvMsg(m any) error {
+	w.t.release(errStreamEnded)
+	return w.ServerStream.RecvMsg(m)
+}
+
+func (w *startingStream) SendMsg(m any) error {
+	w.t.release(errStreamEnded)
+	return w.ServerStream.SendMsg(m)
 }
 
 // serverStream gives the handler the context carrying the levee.Call.

@@ -132,6 +132,12 @@ func (a *Admin) Stats() AdminStats {
 	return AdminStats{Unauthorized: a.unauthorized.Load(), Changes: a.changes.Load()}
 }
 
+// Counts returns Stats' two counters, for leveeprom.NewConfigCollector.
+func (a *Admin) Counts() (unauthorized, changes uint64) {
+	s := a.Stats()
+	return s.Unauthorized, s.Changes
+}
+
 // ServeHTTP implements http.Handler.
 func (a *Admin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()

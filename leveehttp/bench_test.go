@@ -9,6 +9,8 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 )
 
@@ -50,8 +52,23 @@ func benchCases() []benchCase {
 	// A quota of one request in ~30 years: everything after the first is
 	// rejected by the real controller with Reason Quota.
 	quota := admit.New(admit.WithQuota("192.0.2.0/24", admit.Quota{Rate: 1e-9, Burst: 1}))
+	mux := http.NewServeMux()
+	mux.Handle("GET /api", okHandler)
+	// The route function as Protect gives it to the controller.
+	routed := admit.New(admit.WithRoute(Route))
+	rcfg := config.Default()
+	rcfg.HTTP.TrustedNetworks = []config.Network{mustNetwork("10.0.0.0/8")}
+	rcfg.HTTP.Routes = []config.Route{
+		{Name: "checkout", Path: "/checkout", Methods: []string{"POST"}, Criticality: "CRITICAL_PLUS"},
+		{Name: "partner", Path: "/partner/", Headers: map[string]string{"X-Api-Key": "*"}, TenantHeader: "X-Api-Key"},
+		{Name: "api", Path: "/api", Criticality: "SHEDDABLE_PLUS"},
+	}
+	router := config.NewRouter(rcfg)
 	return []benchCase{
 		{"bare", okHandler, plain},
+		{"accept-mux", NewHandler(mux, routed), plain},
+		{"accept-signals", NewHandler(okHandler, admit.New(), WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency())), plain},
+		{"accept-router", NewHandler(okHandler, routed, WithRouter(router)), headers},
 		{"accept", NewHandler(okHandler, admit.New()), plain},
 		{"accept-headers", NewHandler(okHandler, admit.New(), trust), headers},
 		{"reject-quota", NewHandler(okHandler, quota), plain},
@@ -104,6 +121,9 @@ func BenchmarkHandler(b *testing.B) {
 func TestHandlerAllocs(t *testing.T) {
 	want := map[string]float64{
 		"bare":           0,
+		"accept-mux":     3,
+		"accept-signals": 3,
+		"accept-router":  7,
 		"accept":         4,
 		"accept-headers": 8,
 		"reject-quota":   4,
@@ -198,4 +218,12 @@ func BenchmarkHandlerLoopback(b *testing.B) {
 			}
 		})
 	}
+}
+
+func mustNetwork(s string) config.Network {
+	n, err := config.ParseNetwork(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
 }

@@ -273,7 +273,8 @@ func arrivalOf(r *http.Request, now time.Time) (time.Time, *stampConn) {
 // peerTenant returns the default tenant of r's caller: its network prefix,
 // from the connection (Listener) or the Handler's cache, so that the
 // common case does not allocate.
-func (h *Handler) peerTenant(r *http.Request) string {
+func (h *Handler) peerTenant(q request) string {
+	r := q.Request
 	if sc, ok := r.Context().Value(connKey{}).(*stampConn); ok && sc.tenant != "" {
 		return sc.tenant
 	}

@@ -6,6 +6,20 @@
 //
 // # Server
 //
+// One call protects a service (Protect): signals, admission controller,
+// configuration with its reloads, status page, metrics and admin endpoint,
+// arrival stamps on every connection, started and stopped with it:
+//
+//	p, err := leveehttp.Protect(ctx, mux)
+//	if err != nil { ... }
+//	defer p.Close()
+//	err = p.ListenAndServe(":8080")
+//
+// Route names for per-route service times come from the ServeMux pattern
+// (MuxRoute; WithRoute for other routers), route rules of the
+// configuration apply through WithRouter, and WithResponder shapes
+// rejections (ProblemJSON: RFC 9457). The explicit form:
+//
 //	ctl := admit.New(admit.WithSignals(cpu, sched))
 //	go ctl.Run(ctx)
 //	srv := &http.Server{

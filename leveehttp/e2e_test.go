@@ -98,7 +98,11 @@ func runRole(role string) int {
 		// in this test are long). Should admit's dynamics change so that it
 		// does not get there, a scripted overload stands in: this test is
 		// about the wire, not about admit.
-		hot := admit.New(admit.WithSignals(hotSignal{}))
+		// Its period is long: a plan that no Step refreshes for four
+		// periods expires, and without Run Admit steps a controller a
+		// period after its last Step; this one must keep its plan for the
+		// whole test.
+		hot := admit.New(admit.WithSignals(hotSignal{}), admit.WithPeriod(15*time.Second))
 		now := time.Now()
 		// Traffic at the top level pushes the ladder past SHEDDABLE, which
 		// the test then sends: shed whole, not by a fraction.

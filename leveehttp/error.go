@@ -2,6 +2,7 @@ package leveehttp
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/inbound"
@@ -38,7 +39,8 @@ func MidTier(err error) *levee.RejectedError { return inbound.MidTier(err) }
 // downstream call made while serving r (see MidTier): 503 "overloaded;
 // no-retry", 429 "quota" with the downstream's delay, or 504 "deadline".
 // Any other non-nil err is answered 502 Bad Gateway. When r is served by a
-// levee Handler, err is also reported to the admission controller as the
+// levee Handler, the rejection is written by its Responder (WithResponder)
+// and err is also reported to the admission controller as the
 // request's outcome (a downstream overload is how it learns that its
 // dependencies, not itself, are the bottleneck). Error does nothing for a
 // nil err.
@@ -47,19 +49,19 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	st := stateFrom(r.Context())
-	uniform, names := defaultUniform, &defaultNames
-	if st != nil {
-		if st.explicit == nil {
-			st.explicit = err
-		}
-		uniform, names = st.h.uniform, st.h.cfg.names
+	if st != nil && st.explicit == nil {
+		st.explicit = err
 	}
 	m := MidTier(err)
 	if m == nil {
 		http.Error(w, "bad gateway", http.StatusBadGateway)
 		return
 	}
-	writeRejection(w, m, uniform, names)
+	if st != nil {
+		st.h.write(w, r, m)
+		return
+	}
+	writeRejection(w, m, defaultUniform, &defaultNames)
 }
 
 // WriteRejection answers with rej as levee's wire protocol says: the status
@@ -114,7 +116,9 @@ func rejectionStatus(r levee.Reason) int {
 	}
 }
 
-func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func() float64, names *HeaderNames) {
+// setRejectionHeaders sets levee's wire headers for rej and returns the
+// delay it advised (0 for none).
+func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func() float64, names *HeaderNames) time.Duration {
 	reason, noRetry := inbound.Wire(rej)
 	nr := 0
 	if noRetry {
@@ -122,7 +126,7 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 	}
 	h[names.Reject] = rejectValues[reason][nr]
 	if reason == levee.Deadline {
-		return
+		return 0
 	}
 	d := inbound.Delay(rej.RetryAfter, uniform())
 	// Both values share one string and one backing array: two allocations.
@@ -133,6 +137,9 @@ func setRejectionHeaders(h http.Header, rej *levee.RejectedError, uniform func()
 	vals := []string{all[:n], all[n:]}
 	h[wire.RetryAfter] = vals[0:1:1]
 	h[names.RetryAfterMs] = vals[1:2:2]
+	// The delay as sent: whole milliseconds, rounded up.
+	d = min(max(d, 0), wire.MaxRetryAfter)
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // rejectValues holds the shared Levee-Reject header values, indexed by

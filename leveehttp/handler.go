@@ -13,9 +13,11 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // Header names of levee's wire protocol (see the package documentation).
@@ -97,9 +99,15 @@ type HandlerOption func(*handlerConfig)
 type handlerConfig struct {
 	trust      func(*http.Request) bool
 	tenant     func(*http.Request) string
-	health     map[string]bool
-	loadHeader bool
+	health     func(path string) bool
+	classify   func(*http.Request) config.Class
+	route      func(*http.Request) string
+	routeSet   bool // WithRoute was given (nil included)
+	respond    Responder
+	report     func(problem, detail string)
+	loadHeader func() bool
 	queue      QueueObserver
+	conc       *pressure.Concurrency
 	rand       func() uint64
 	now        func() time.Time
 	names      *HeaderNames
@@ -142,19 +150,23 @@ func WithTenant(f func(r *http.Request) string) HandlerOption {
 // admitted as usual, so a probe path cannot be used to bypass shedding
 // with a costly request. No paths means none is exempt.
 func WithHealthPaths(paths ...string) HandlerOption {
-	return func(c *handlerConfig) {
-		c.health = make(map[string]bool, len(paths))
-		for _, p := range paths {
-			c.health[p] = true
-		}
+	return func(c *handlerConfig) { c.health = healthSet(paths) }
+}
+
+// healthSet returns the exact-match test for paths.
+func healthSet(paths []string) func(string) bool {
+	set := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		set[p] = true
 	}
+	return func(path string) bool { return set[path] }
 }
 
 // WithLoadHeader adds Levee-Load (the controller's Load: max over signals of
 // value ÷ target, 1.0 = at target, three decimals) to every response,
 // health probes and rejections included, for load balancers. Default off.
 func WithLoadHeader(on bool) HandlerOption {
-	return func(c *handlerConfig) { c.loadHeader = on }
+	return func(c *handlerConfig) { c.loadHeader = func() bool { return on } }
 }
 
 // WithQueueDelay feeds q with each request's time between its arrival and
@@ -189,7 +201,7 @@ type Handler struct {
 	// loadCache holds the last formatted Levee-Load value.
 	loadCache atomic.Pointer[loadValue]
 	// rules derive each request's levee.Call and deadline.
-	rules inbound.Rules[*http.Request]
+	rules inbound.Rules[request]
 	// keys are the header names rules reads, indexed by inbound.Key.
 	keys [inbound.NumKeys]string
 	// peers caches the default tenants of recent callers.
@@ -199,6 +211,15 @@ type Handler struct {
 	count func(levee.Criticality, levee.Reason)
 	// probes counts the health requests passed through (Probes).
 	probes atomic.Uint64
+	// checked is set once the first request has been checked for misuse.
+	checked atomic.Bool
+}
+
+// request is what the call derivation reads of an HTTP request: the
+// request, and the route rule it matched (WithRouter).
+type request struct {
+	*http.Request
+	class config.Class
 }
 
 type loadValue struct {
@@ -234,12 +255,15 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 	if h.next == nil {
 		h.next = http.NotFoundHandler()
 	}
-	h.cfg.health = make(map[string]bool, len(defaultHealthPaths))
-	for _, p := range defaultHealthPaths {
-		h.cfg.health[p] = true
-	}
+	h.cfg.health = healthSet(defaultHealthPaths[:])
 	for _, o := range opts {
 		o(&h.cfg)
+	}
+	if mux, ok := next.(*http.ServeMux); ok && !h.cfg.routeSet {
+		h.cfg.route = MuxRoute(mux)
+	}
+	if h.cfg.report == nil {
+		h.cfg.report = logProblem(nil)
 	}
 	if h.cfg.now == nil {
 		h.cfg.now = time.Now
@@ -252,11 +276,17 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 		inbound.Criticality: n.Criticality, inbound.Tenant: n.Tenant, inbound.Attempt: n.Attempt,
 		inbound.TimeoutMs: n.TimeoutMs, inbound.GRPCTimeout: wire.GRPCTimeout, inbound.EnvoyTimeoutMs: wire.EnvoyTimeoutMs,
 	}
-	h.rules = inbound.Rules[*http.Request]{
-		Header: h.header,
-		Trust:  h.cfg.trust,
-		Tenant: h.cfg.tenant,
-		Peer:   h.peerTenant,
+	h.rules = inbound.Rules[request]{Header: h.header, Peer: h.peerTenant}
+	if f := h.cfg.trust; f != nil {
+		h.rules.Trust = func(q request) bool { return f(q.Request) }
+	}
+	if f := h.cfg.tenant; f != nil {
+		h.rules.Tenant = func(q request) string { return f(q.Request) }
+	}
+	if h.cfg.classify != nil {
+		h.rules.Untrusted = func(q request, asked levee.Criticality, has bool) (levee.Criticality, string) {
+			return q.class.For(asked, has), q.class.Tenant
+		}
 	}
 	h.done = func(t *admit.Ticket, err error) { t.Done(err) }
 	if c != nil {
@@ -277,7 +307,7 @@ func (h *Handler) Unwrap() http.Handler { return h.next }
 // probe reports whether r is a health or readiness probe (see
 // WithHealthPaths).
 func (h *Handler) probe(r *http.Request) bool {
-	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && h.cfg.health[r.URL.Path]
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && h.cfg.health(r.URL.Path)
 }
 
 // Probes returns the number of health and readiness requests the Handler
@@ -293,13 +323,16 @@ var errServerError = errors.New("leveehttp: handler answered with a status ≥ 5
 var errCallerGone = inbound.DeadlineNoRetry
 
 // header returns r's values of the levee header k.
-func (h *Handler) header(r *http.Request, k inbound.Key) []string { return r.Header[h.keys[k]] }
+func (h *Handler) header(q request, k inbound.Key) []string { return q.Header[h.keys[k]] }
 
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	now := h.cfg.now()
 	arrival, conn := arrivalOf(r, now) // also for probes: it sets the connection up for the next request
-	if h.cfg.loadHeader {
+	if !h.checked.Load() {
+		h.check(r, conn)
+	}
+	if h.cfg.loadHeader != nil && h.cfg.loadHeader() {
 		w.Header()[h.cfg.names.Load] = h.loadHeader()
 	}
 	if h.probe(r) {
@@ -312,7 +345,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.cfg.queue.Observe(now.Sub(arrival))
 	}
 	ctx := r.Context()
-	in, err := h.rules.Derive(r, arrival, now)
+	q := request{Request: r}
+	if h.cfg.classify != nil {
+		q.class = h.cfg.classify(r)
+	}
+	in, err := h.rules.Derive(q, arrival, now)
 	if err == nil && ctx.Err() != nil {
 		err = errCallerGone
 	}
@@ -320,7 +357,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Answered here, before admission: counted where every other
 		// rejection is (Snapshot.Rejected, metrics, status page).
 		h.count(in.Call.Criticality, levee.Deadline)
-		h.reject(w, err)
+		h.reject(w, r, err)
 		return
 	}
 	ctx = levee.WithCall(ctx, in.Call)
@@ -329,6 +366,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 
+	// The state is the context of the request from here on. With a route
+	// name it exists before admission, so that the controller's route
+	// function (Route) finds the name; otherwise only admitted requests
+	// pay for it.
+	var st *state
+	route := q.class.Route
+	if route == "" && h.cfg.route != nil {
+		route = h.cfg.route(r)
+	}
+	if route != "" {
+		st = h.newState(ctx, w, conn, route)
+		ctx = st
+	}
 	ticket, err := h.admit(ctx)
 	if err == nil {
 		// The run queue: wait here, parked and in order, while the
@@ -336,36 +386,73 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = ticket.Wait(ctx)
 	}
 	if err != nil {
-		h.reject(w, err)
+		h.reject(w, r, err)
 		return
 	}
+	if st == nil {
+		st = h.newState(ctx, w, conn, "")
+		ctx = st
+	}
+	st.ticket = ticket
 	if l := ticket.DegradeLevel(); l > 0 {
 		ctx = degrade.WithLevel(ctx, l)
 	}
-
-	st := &state{h: h, parent: ctx, ticket: ticket, conn: conn}
-	st.rw.st = st
-	st.rw.w = w
+	r2 := r.WithContext(ctx)
+	if c := h.cfg.conc; c != nil {
+		st.startInHandler(c, r2)
+	}
 	defer func() {
 		if !st.finished {
 			// next panicked: report a failure and let net/http recover.
+			st.endInHandler()
 			h.done(&st.ticket, errServerError)
 		}
 	}()
-	h.next.ServeHTTP(&st.rw, r.WithContext(st))
+	h.next.ServeHTTP(&st.rw, r2)
 	st.finished = true
+	st.endInHandler()
 	conn.done()
 	h.done(&st.ticket, st.outcome())
 }
 
+func (h *Handler) newState(parent context.Context, w http.ResponseWriter, conn *stampConn, route string) *state {
+	st := &state{h: h, parent: parent, conn: conn, route: route}
+	st.rw.st = st
+	st.rw.w = w
+	return st
+}
+
+// Route returns the route name of the request ctx belongs to, as the
+// Handler serving it found it: the name of the route rule it matched
+// (WithRouter), else WithRoute's answer, by default the http.ServeMux
+// pattern when next is a ServeMux ("GET /items/{id}"); "" when it has
+// none. Give it to the admission controller, admit.WithRoute(leveehttp.Route),
+// so that service time is learned per route (Protect does). It does not
+// allocate.
+func Route(ctx context.Context) string {
+	if s := stateFrom(ctx); s != nil {
+		return s.route
+	}
+	return ""
+}
+
 // reject writes err (a *levee.RejectedError, or anything else as a generic
-// overload) without touching the request.
-func (h *Handler) reject(w http.ResponseWriter, err error) {
+// overload) without reading the request's body.
+func (h *Handler) reject(w http.ResponseWriter, r *http.Request, err error) {
 	rej := asRejected(err)
 	if rej == nil {
 		rej = errOverloadedNoRetry
 	}
-	writeRejection(w, rej, h.uniform, h.cfg.names)
+	h.write(w, r, rej)
+}
+
+// write answers r with rej, through the Responder if there is one.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, rej *levee.RejectedError) {
+	if h.cfg.respond == nil {
+		writeRejection(w, rej, h.uniform, h.cfg.names)
+		return
+	}
+	respond(w, r, rej, h.cfg.respond, h.uniform, h.cfg.names)
 }
 
 func (h *Handler) uniform() float64 { return inbound.Uniform(h.cfg.rand) }
@@ -388,12 +475,16 @@ func (h *Handler) loadHeader() []string {
 // the context handed to next (answering stateKey) and, through rw, the
 // ResponseWriter.
 type state struct {
-	h        *Handler
-	parent   context.Context
-	conn     *stampConn // nil without Listener
-	rw       recorder
-	ticket   admit.Ticket
-	finished bool
+	h      *Handler
+	parent context.Context
+	conn   *stampConn // nil without Listener
+	route  string     // see Route
+	// inHandler is the request's time in the handler for the concurrency
+	// signal (WithConcurrency); see startInHandler.
+	inHandler inHandler
+	rw        recorder
+	ticket    admit.Ticket
+	finished  bool
 	// explicit is the error given to Error, if any.
 	explicit error
 	// downstream is the first levee rejection a Transport got for a call made
@@ -473,6 +564,7 @@ func (rw *recorder) Unwrap() http.ResponseWriter { return rw.w }
 
 // Flush implements http.Flusher when the underlying writer can flush.
 func (rw *recorder) Flush() {
+	rw.st.streamed()
 	if rw.status == 0 {
 		rw.WriteHeader(http.StatusOK)
 	}
@@ -484,5 +576,6 @@ func (rw *recorder) Flush() {
 // stamps are turned off.
 func (rw *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	rw.st.conn.stop()
+	rw.st.streamed()
 	return http.NewResponseController(rw.w).Hijack()
 }

@@ -177,22 +177,6 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// Shared header values, never modified: setting them does not allocate.
-var (
-	critValues = func() (v [levee.NumCriticalities][]string) {
-		for c := range v {
-			v[c] = []string{wire.FormatCriticality(levee.Criticality(c))}
-		}
-		return v
-	}()
-	attemptValues = func() (v [wire.MaxAttempt + 1][]string) {
-		for n := range v {
-			v[n] = []string{wire.FormatAttempt(n)}
-		}
-		return v
-	}()
-)
-
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	inScope, tenant := t.scope(req)
@@ -333,7 +317,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 		out.Body = nil
 	}
 	h, names := out.Header, t.cfg.names
-	h[names.Criticality] = critValues[call.Criticality]
+	h[names.Criticality] = wire.CriticalityValues[call.Criticality]
 	if ten := wire.FormatTenant(call.Tenant); ten != "" {
 		h[names.Tenant] = []string{ten}
 	} else {
@@ -341,7 +325,7 @@ func (t *Transport) attempt(ctx context.Context, req *http.Request, body io.Read
 	}
 	var buf [24]byte
 	h[names.TimeoutMs] = []string{string(wire.AppendTimeoutMs(buf[:0], a.Left))}
-	h[names.Attempt] = attemptValues[min(a.N, wire.MaxAttempt)]
+	h[names.Attempt] = wire.AttemptValues[min(a.N, wire.MaxAttempt)]
 
 	resp, err := t.next.RoundTrip(out)
 	if err != nil {

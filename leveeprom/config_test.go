@@ -1,4 +1,4 @@
-package leveeprom
+package leveeprom_test
 
 import (
 	"log/slog"
@@ -12,6 +12,7 @@ import (
 
 	leveeconfig "github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/leveeprom"
 )
 
 func TestConfigCollector(t *testing.T) {
@@ -28,7 +29,7 @@ func TestConfigCollector(t *testing.T) {
 	rl.SetOverride("signals.cpu.target", "0.95")                                                             // unchanged (the default)
 	admin.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/levee/admin/config", nil)) // 401
 
-	c := NewConfigCollector(rl, admin)
+	c := leveeprom.NewConfigCollector(rl, admin)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	want := `

@@ -101,6 +101,8 @@
 //	levee_retries_total                                    counter  retries attempted (granted)
 //	levee_retries_denied_total                             counter  retries denied by the budget
 //
+// levee's proxy exports its own metrics with package proxy/proxyprom.
+//
 // Units are base units (seconds, ratios in 0..1), counters end in _total.
 // Label values are bounded: 4 criticalities, 3 or 4 reasons, the signals
 // configured, the backends added (a throttle.Group holds a bounded number).

@@ -1,4 +1,4 @@
-package leveeprom
+package leveeprom_test
 
 import (
 	"net/http"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/leveeprom"
 )
 
 func TestProbeCollector(t *testing.T) {
 	h := leveehttp.NewHandler(http.NotFoundHandler(), admit.New())
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewProbeCollector(h.Probes, WithConstLabels(prometheus.Labels{"server": "api"})))
+	reg.MustRegister(leveeprom.NewProbeCollector(h.Probes, leveeprom.WithConstLabels(prometheus.Labels{"server": "api"})))
 	for _, m := range []string{"GET", "HEAD", "POST"} {
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(m, "/healthz", nil))
 	}

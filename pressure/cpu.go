@@ -210,6 +210,14 @@ func (c *CPU) Value() float64 { return c.value.load() }
 // Target returns the utilisation the controller steers to (default 0.95).
 func (c *CPU) Target() float64 { return c.target.load() }
 
+// Saturation returns 1, the reading at which every allowed core is busy.
+// It marks CPU as a utilisation rather than a delay: a busy server reads
+// near its target without anything waiting, so the admission controller
+// takes it above its target for overload only when a delay signal
+// confirms that work waits, or when it reads saturated (package admit,
+// "How signals combine").
+func (c *CPU) Saturation() float64 { return 1 }
+
 // Period returns the sampling period of Run.
 func (c *CPU) Period() time.Duration { return c.cfg.period }
 

@@ -1,7 +1,10 @@
 // Package pressure provides the resource signals from which levee's
 // admission controller (package admit) judges overload. Each signal
-// implements levee.Signal (Value against Target; the process is
-// overloaded when an enabled signal's Value is above its Target).
+// implements levee.Signal (Value against Target). A waiting signal
+// (scheduler latency, queueing delay, concurrency) above its Target means
+// overload; CPU, a utilisation (it has a Saturation method), above its
+// Target counts when a waiting signal confirms that work waits (package
+// admit, "How signals combine").
 //
 //	signal        Name            Value                                    default Target
 //	CPU           "cpu"           fraction of the allowed cores used       0.95

@@ -15,6 +15,7 @@ import (
 	"github.com/levee-dev/levee/tools/backend"
 	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/loopback"
+	"github.com/levee-dev/levee/tools/loopback/lab"
 	"github.com/levee-dev/levee/tools/report"
 )
 
@@ -43,14 +44,10 @@ var overloads = []struct {
 	phase int
 }{{"2×", 1}, {"5×", 3}}
 
-// The pure-rejection phase: every request refused, rejectRate of them a
-// second for rejectFor, after idleFor with no load (the idle CPU of the
-// server's own loops, subtracted) and a warm-up.
+// The pure-rejection phase (lab.AnswerCost): every request refused,
+// rejectRate of them a second, each protection rejectRounds times.
 const (
 	rejectRate   = 1500.0
-	idleFor      = time.Second
-	warmFor      = 500 * time.Millisecond
-	rejectFor    = 2 * time.Second
 	rejectRounds = 2
 )
 
@@ -136,57 +133,36 @@ func TestGoodput(t *testing.T) {
 }
 
 // rejectionCost measures, for each protection, the backend CPU one
-// rejection costs: the protection is forced to refuse everything, and the
-// backend's CPU time over the pure-rejection phase, minus its idle CPU,
-// is divided by the requests it answered in that time. A request the
-// protection still admits (levee's controller lets a few through) costs
-// about what a rejection does: the handler burns 1 µs. The protections
-// alternate for rejectRounds rounds; noise only adds CPU, so the lowest
-// figure of each is kept. Microseconds.
+// rejection costs (lab.AnswerCost): the protection is forced to refuse
+// everything (levee: its whole stack with a signal stuck at twice its
+// target added, backend.LeveeOptions.ForceOverload), and the backend's
+// CPU time over the pure-rejection phase, minus its idle CPU, is divided
+// by the requests it answered in that time. A request the protection
+// still admits (levee's controller lets a few through) costs about what a
+// rejection does: the handler burns 1 µs. The protections alternate for
+// rejectRounds rounds; noise only adds CPU, so the lowest figure of each
+// is kept. Microseconds.
 func rejectionCost(ctx context.Context, t *testing.T) map[string]float64 {
 	out := map[string]float64{}
-	type prot struct{ name, as string }
+	type prot struct {
+		name, as string
+		o        backend.LeveeOptions
+	}
 	var order []prot
 	for range rejectRounds {
-		order = append(order, prot{LeveeReject, levee}, prot{BBRReject, BBR}, prot{FailsafeReject, Failsafe})
+		order = append(order, prot{levee, levee, backend.LeveeOptions{ForceOverload: true}}, prot{BBRReject, BBR, backend.LeveeOptions{}}, prot{FailsafeReject, Failsafe, backend.LeveeOptions{}})
 	}
 	for _, p := range order {
-		res, trace, err := tracedRun(ctx, t, 50*time.Millisecond, loopback.Config{
-			Name: p.name, Protection: p.name, Client: loopback.Naive,
-			Work: time.Microsecond, Timeout: time.Second, Retries: 0,
-			Phases: []load.Phase{
-				{Name: "idle", Rate: 0, Duration: idleFor},
-				{Name: "warm", Rate: rejectRate, Duration: warmFor},
-				{Name: "reject", Rate: rejectRate, Duration: rejectFor},
-				{Name: "tail", Rate: 0, Duration: 300 * time.Millisecond}, // the trace covers the phase's end
-			},
-			Drain:    time.Second,
-			Progress: progress(t, p.name),
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", p.name, err)
-		}
-		st := res.Load.Start
-		idle, ok1 := trace.used(st.Add(100*time.Millisecond), st.Add(idleFor))
-		ph := res.Load.Phases[2]
-		from, to := st.Add(ph.Offset), st.Add(ph.Offset+ph.Duration)
-		busy, ok2 := trace.used(from, to)
-		ser := res.Server.Series
-		rej := serverSum(res, ser.Rejected, from, to)
-		runs := serverSum(res, ser.Runs, from, to)
-		answered := rej + serverSum(res, ser.OK, from, to) + serverSum(res, ser.Other, from, to)
-		if !ok1 || !ok2 || rej < 0.5*answered || answered < 0.5*rejectRate*ph.Duration.Seconds() {
-			t.Logf("%s: sample left out: CPU trace %v %v, %v answered of which %v rejected", p.name, ok1, ok2, answered, rej)
+		c, err := lab.AnswerCost(ctx, p.name, p.o, rejectRate, 1)
+		if err != nil || c.Rejected < 0.5*c.Answered {
+			t.Logf("%s: sample left out (%v): %.0f answered of which %.0f rejected", p.name, err, c.Answered, c.Rejected)
 			continue
 		}
-		idleRate := idle / (idleFor - 100*time.Millisecond).Seconds()
-		cpu := busy - idleRate*ph.Duration.Seconds()
-		us := 1e6 * cpu / answered
-		if old, ok := out[p.as]; !ok || us < old {
-			out[p.as] = us
+		if old, ok := out[p.as]; !ok || c.Micros < old {
+			out[p.as] = c.Micros
 		}
-		t.Logf("%-16s %6.0f rejections/s, %4.0f admitted, backend CPU %.3fs (idle %.1f%%): %.1f µs per answer",
-			p.name, rej/ph.Duration.Seconds(), runs, busy, 100*idleRate, us)
+		t.Logf("%-16s %6.0f rejections, %.0f answered, backend CPU %.3fs (idle %.1f%%): %.1f µs per answer",
+			p.name, c.Rejected, c.Answered, c.CPU, 100*c.IdleShare, c.Micros)
 	}
 	return out
 }
@@ -242,7 +218,7 @@ func runWork(ctx context.Context, t *testing.T, work time.Duration, order []stri
 			ph := res.Load.Phases[o.phase]
 			rp := run.Phases[o.phase]
 			from, to := res.Load.Start.Add(ph.Offset), res.Load.Start.Add(ph.Offset+ph.Duration)
-			cpu, _ := trace.used(from, to)
+			cpu, _ := trace.Used(from, to)
 			l := line{
 				Work: work, Protection: prot, Load: o.label,
 				Goodput:   rp.GoodputRPS,
@@ -443,19 +419,16 @@ func progress(t *testing.T, name string) func(load.Progress) {
 }
 
 // tracedRun runs cfg with fresh children while tracing the backend's CPU
-// every period. A run whose children fail (a shared machine can starve
-// one past its hard time limit) is tried once more.
-func tracedRun(ctx context.Context, t *testing.T, period time.Duration, cfg loopback.Config) (*loopback.Result, *cpuTrace, error) {
+// every period (loopback.Config.TraceCPU). A run whose children fail (a
+// shared machine can starve one past its hard time limit) is tried once
+// more.
+func tracedRun(ctx context.Context, t *testing.T, period time.Duration, cfg loopback.Config) (*loopback.Result, *loopback.CPUTrace, error) {
+	cfg.TraceCPU = period
 	var err error
 	for range 2 {
-		tctx, stop := context.WithCancel(ctx)
-		trace, traced := traceBackend(tctx, period)
 		var res *loopback.Result
-		res, err = loopback.Run(ctx, cfg)
-		stop()
-		<-traced
-		if err == nil {
-			return res, trace, nil
+		if res, err = loopback.Run(ctx, cfg); err == nil {
+			return res, res.CPU, nil
 		}
 		t.Logf("%s: %v; running it again", cfg.Name, err)
 	}

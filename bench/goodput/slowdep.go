@@ -15,12 +15,13 @@ import (
 const FailsafeDep = "dep-failsafe"
 
 // SlowDepWraps returns the slow-dependency lab's protections: levee's and
-// the unprotected service (slowdep.Wraps), and failsafe-go's adaptive
-// limiter.
+// the unprotected service (slowdep.Wraps), failsafe-go's adaptive limiter
+// and aegis BBR.
 func SlowDepWraps() map[string]backend.Wrap {
 	w := slowdep.Wraps()
 	w[FailsafeDep] = backend.SlowDependencyWrap(func(h http.Handler) http.Handler {
 		return marked(failsafehttp.NewHandler(h, adaptivelimiter.NewWithDefaults[*http.Response]()))
 	})
+	w[BBRDep] = bbrDepWrap()
 	return w
 }

@@ -1,7 +1,6 @@
 package goodput
 
 import (
-	"context"
 	"net/http"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 	"github.com/go-kratos/aegis/ratelimit"
 	"github.com/go-kratos/aegis/ratelimit/bbr"
 
-	"github.com/levee-dev/levee/admit"
-	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/tools/backend"
 )
 
@@ -23,9 +20,9 @@ const (
 	Failsafe      = "failsafe"       // failsafe-go adaptive limiter, defaults
 	FailsafeTuned = "failsafe-tuned" // failsafe-go adaptive limiter with queueing and a max wait
 
-	// Forced rejection: each protection set up so that it refuses every
-	// request, to measure the server CPU one rejection costs.
-	LeveeReject    = "levee-reject"
+	// Forced rejection: each peer set up so that it refuses every request,
+	// to measure the server CPU one rejection costs (levee's is
+	// backend.LeveeOptions.ForceOverload).
 	BBRReject      = "bbr-reject"
 	FailsafeReject = "failsafe-reject"
 )
@@ -45,11 +42,6 @@ func Wraps() map[string]backend.Wrap {
 				WithMaxWaitTime(50 * time.Millisecond).
 				Build()
 			return marked(failsafehttp.NewHandler(app, l))
-		},
-		LeveeReject: func(app http.Handler) http.Handler {
-			ctrl := admit.New(admit.WithSignals(stuck{}))
-			go ctrl.Run(context.Background())
-			return leveehttp.NewHandler(app, ctrl)
 		},
 		BBRReject: func(app http.Handler) http.Handler {
 			// With a negative threshold the CPU always reads as over it;
@@ -109,11 +101,3 @@ func (m markWriter) WriteHeader(code int) {
 }
 
 func (m markWriter) Unwrap() http.ResponseWriter { return m.ResponseWriter }
-
-// stuck is a levee.Signal that always reads twice its target, so that the
-// controller sheds everything it may.
-type stuck struct{}
-
-func (stuck) Name() string    { return "stuck" }
-func (stuck) Value() float64  { return 1.6 }
-func (stuck) Target() float64 { return 0.8 }

@@ -34,6 +34,7 @@ type cli struct {
 	Demo    demoCmd    `cmd:"" help:"Overload a real HTTP service on loopback, unprotected and with levee, and compare."`
 	Sim     simCmd     `cmd:"" help:"Simulate an avalanche and its cure on virtual time with levee's real policies."`
 	Load    loadCmd    `cmd:"" help:"Send open-loop load to a service: attack, plan its capacity, drill its degradation."`
+	Proxy   proxyCmd   `cmd:"" help:"Run levee's load-balancing reverse proxy in front of services in any language."`
 	Help    helpCmd    `cmd:"" help:"Show help for levee or one of its commands."`
 	Version versionCmd `cmd:"" help:"Print levee's version."`
 }

@@ -11,11 +11,18 @@
 //     above their fair share are always among them: Space-Saving finds every
 //     tenant whose share of the stream exceeds 1/K), and
 //   - a HyperLogLog count of the tenants active over the last 5–10 s (two
-//     rotating generations) from which the fair share is derived.
+//     rotating generations) from which the fair share is derived, and
+//   - for tenants identified by their address (an untrusted caller's /64
+//     or /24), Space-Saving tables of their prefixes (IPv6 /48 and /32,
+//     IPv4 /16; PrefixKeys), each entry with a small HyperLogLog of the
+//     tenants under it: the hierarchical heavy hitters from which admit
+//     decides which prefixes count as one tenant. A tenant's prefix
+//     samples follow its own in the ring (Ring.Add2, Add3).
 //
-// Memory is fixed at construction: a Ring of 4096 slots, K table entries and
-// two 4096-register HyperLogLogs, well under 1 MiB. Nothing here iterates a
-// map to decide anything, so results are deterministic for a seed.
+// Memory is fixed at construction: a Ring of 4096 slots, K table entries,
+// 2×64 prefix entries with 256 B of HyperLogLog each and two 4096-register
+// HyperLogLogs, well under 1 MiB. Nothing here iterates a map to decide
+// anything, so results are deterministic for a seed.
 //
 // Within levee's layers (vocabulary and leaves → policies → adapters → tools
 // → commands; imports point down only, checked by .ci/layers), fairq is a

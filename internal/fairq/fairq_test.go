@@ -3,6 +3,7 @@ package fairq
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
@@ -188,5 +189,79 @@ func TestTrackerTakesJumps(t *testing.T) {
 		if got := rate(tc.before, tc.next); got < tc.lo || got > tc.hi {
 			t.Errorf("%s: rate %.1f/s after one period, want in [%v, %v]", tc.name, got, tc.lo, tc.hi)
 		}
+	}
+}
+
+// TestTrackerPrefixes: tenants sampled with their address prefixes (as
+// admit samples untrusted callers) are tracked per prefix too: its rate,
+// its parent and how many distinct tenants sent under it.
+func TestTrackerPrefixes(t *testing.T) {
+	tr := NewTracker(0)
+	var ring Ring
+	const dt = 50 * time.Millisecond
+	now := time.Unix(0, 0)
+	sybil48, sybil32 := PrefixKeys(1, netip.MustParseAddr("2001:db8:aaaa::1"))
+	lone48, _ := PrefixKeys(1, netip.MustParseAddr("2001:db8:1::1"))
+	for step := range 100 { // 5 s
+		for i := range 100 { // 2000/s over 2,000 /64s of one /48
+			n := step*100 + i
+			a := netip.MustParseAddr(fmt.Sprintf("2001:db8:aaaa:%x::1", n%2000))
+			l1, l2 := PrefixKeys(1, a)
+			leaf := Hash(1, fmt.Sprintf("2001:db8:aaaa:%x::/64", n%2000))
+			ring.Add3(ParentsSample(leaf, 2), ParentSample(l1, 1, 2), ParentSample(l2, 2, 2))
+		}
+		for range 5 { // one tenant alone in its /48: 100/s
+			l1, l2 := PrefixKeys(1, netip.MustParseAddr("2001:db8:1:1::1"))
+			ring.Add3(ParentsSample(Hash(1, "lone"), 3), ParentSample(l1, 1, 3), ParentSample(l2, 2, 3))
+		}
+		ring.Add(ParentSample(lone48, 1, 0)) // an orphan (its tenant overwritten): ignored
+		ring.Drain(func(v uint64) { tr.Add(v, 1) })
+		now = now.Add(dt)
+		tr.Step(now, dt)
+	}
+	pre := tr.Prefixes(nil, 1, 0)
+	if len(pre) < 2 || pre[0].Key != Key(sybil48) {
+		t.Fatalf("level-1 prefixes %v: want the sybil /48 first", pre)
+	}
+	if got := pre[0].Total(); math.Abs(got-2000) > 20 {
+		t.Errorf("sybil /48 rate %.0f/s, want 2000", got)
+	}
+	if got := pre[0].Children; math.Abs(got-2000)/2000 > 0.25 {
+		t.Errorf("sybil /48 children %.0f, want 2000 ± 25%%", got)
+	}
+	if pre[0].Parent[1] != Key(sybil32) {
+		t.Errorf("sybil /48's parent %x, want its /32 %x", pre[0].Parent[1], Key(sybil32))
+	}
+	if pre[1].Key != Key(lone48) || math.Abs(pre[1].Total()-100) > 1 || pre[1].Children > 1.5 {
+		t.Errorf("lone /48: key %x rate %.0f children %.1f, want %x, 100/s (the orphan ignored), 1", pre[1].Key, pre[1].Total(), pre[1].Children, Key(lone48))
+	}
+	top := tr.Top(nil, 0)
+	if top[0].Key != Key(Hash(1, "lone")) || top[0].Parent[0] != Key(lone48) {
+		t.Errorf("heaviest tenant %x with parent %x, want lone under %x", top[0].Key, top[0].Parent[0], Key(lone48))
+	}
+	if got := tr.Active(); math.Abs(got-2001)/2001 > 0.05 {
+		t.Errorf("active tenants %.0f, want 2001 (prefix samples are not tenants)", got)
+	}
+}
+
+func TestPrefixKeys(t *testing.T) {
+	k := func(s string) (uint64, uint64) { return PrefixKeys(7, netip.MustParseAddr(s)) }
+	a1, a2 := k("2001:db8:1:2::1")
+	b1, b2 := k("2001:db8:1:ffff::9")
+	c1, c2 := k("2001:db8:2::1")
+	if a1 != b1 || a1 == c1 || a2 != c2 || a1 == a2 {
+		t.Errorf("IPv6: same /48 → same level 1, same /32 → same level 2; got %x %x %x / %x %x %x", a1, b1, c1, a2, b2, c2)
+	}
+	v1, v2 := k("198.51.100.7")
+	w1, _ := k("198.51.7.1")
+	m1, _ := k("::ffff:198.51.3.3")
+	if v1 != w1 || v1 != m1 || v2 != 0 {
+		t.Errorf("IPv4: one /16, mapped or not, no level 2; got %x %x %x %x", v1, w1, m1, v2)
+	}
+	if x, y := PrefixKeys(7, netip.Addr{}); x != 0 || y != 0 {
+		t.Error("invalid address has prefix keys")
+	}
+	if n := testing.AllocsPerRun(100, func() { k("2001:db8:1:2::1") }); n != 0 {
+		t.Errorf("PrefixKeys allocs %v, want 0", n)
 	}
 }

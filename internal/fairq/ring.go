@@ -40,3 +40,19 @@ func (r *Ring) Drain(f func(v uint64)) (added uint64) {
 	r.read = end
 	return added
 }
+
+// Add2 stores a and b in consecutive slots, so that Drain passes them on
+// one after the other (a tenant sample and its prefix's, AddrSamples).
+func (r *Ring) Add2(a, b uint64) {
+	i := r.pos.Add(2) - 2
+	r.slots[i&(RingSize-1)].Store(a)
+	r.slots[(i+1)&(RingSize-1)].Store(b)
+}
+
+// Add3 stores a, b and c in consecutive slots (see Add2).
+func (r *Ring) Add3(a, b, c uint64) {
+	i := r.pos.Add(3) - 3
+	r.slots[i&(RingSize-1)].Store(a)
+	r.slots[(i+1)&(RingSize-1)].Store(b)
+	r.slots[(i+2)&(RingSize-1)].Store(c)
+}

@@ -42,6 +42,14 @@ type Rules[R any] struct {
 	// hashed, ids with control characters refused); "" falls back to
 	// Peer. nil means none.
 	Tenant func(r R) string
+	// Untrusted, when set, decides an untrusted caller's criticality and
+	// tenant (a route rule's, for example) from the criticality it asked
+	// for: asked is the header's value, has false when it sent no valid
+	// one. It must never return a criticality above what the rule allows
+	// an untrusted caller (config.Class.For is the rule). A tenant it
+	// returns passes through wire.FormatTenant; "" keeps the default
+	// (Tenant, then Peer). nil caps the asked criticality at CRITICAL.
+	Untrusted func(r R, asked levee.Criticality, has bool) (levee.Criticality, string)
 	// Peer returns the default tenant of r's caller, its network prefix
 	// (see Peers), or "unknown" for a transport without IP addresses.
 	// Required.
@@ -113,9 +121,11 @@ func (x *Rules[R]) Derive(r R, arrival, now time.Time) (Request, error) {
 //
 //   - the criticality is the header's (the least important of several
 //     valid values; CRITICAL when none), capped at CRITICAL for an
-//     untrusted caller, who may lower its level but never raise it;
-//   - the tenant is a trusted caller's Levee-Tenant, else Rules.Tenant's
-//     result, else the peer's network prefix; every id is bounded and
+//     untrusted caller, who may lower its level but never raise it, or
+//     for an untrusted caller what Rules.Untrusted decides;
+//   - the tenant is a trusted caller's Levee-Tenant, else (untrusted)
+//     Rules.Untrusted's, else Rules.Tenant's result, else the peer's
+//     network prefix; every id is bounded and
 //     printable (wire.ParseTenant's rule);
 //   - the attempt number is a trusted caller's Levee-Attempt (0 when
 //     absent or malformed). An untrusted caller's is ignored: the share of
@@ -126,8 +136,19 @@ func (x *Rules[R]) Derive(r R, arrival, now time.Time) (Request, error) {
 func (x *Rules[R]) Call(r R) levee.Call {
 	var c levee.Call
 	trusted := x.Trust != nil && x.Trust(r)
-	c.Criticality, _ = wire.ParseCriticality(x.Header(r, Criticality))
-	if !trusted && c.Criticality.Rank() > levee.Critical.Rank() {
+	asked, has := wire.ParseCriticality(x.Header(r, Criticality))
+	c.Criticality = asked
+	switch {
+	case trusted:
+	case x.Untrusted != nil:
+		c.Criticality, c.Tenant = x.Untrusted(r, asked, has)
+		if !c.Criticality.Valid() {
+			c.Criticality = levee.Critical
+		}
+		if c.Tenant != "" {
+			c.Tenant = wire.FormatTenant(c.Tenant)
+		}
+	case asked.Rank() > levee.Critical.Rank():
 		c.Criticality = levee.Critical
 	}
 	if trusted {

@@ -13,18 +13,32 @@ import (
 // protect puts app behind levee with its defaults: the default pressure
 // signals (process CPU, scheduler latency, queueing delay from the
 // listener's arrival stamps) feeding an admit.Controller, and
-// leveehttp.NewHandler in front of app.
+// leveehttp.NewHandler in front of app; Options.Levee changes what it
+// says (LeveeOptions).
 func (s *Server) protect(app http.Handler) (http.Handler, error) {
-	set, err := pressure.Default()
+	o := s.opts.Levee
+	trust, err := o.trust()
 	if err != nil {
 		return nil, err
 	}
-	ctrl := admit.New(admit.WithSignals(set.Signals()...))
+	set, err := pressure.Default(o.signalOptions()...)
+	if err != nil {
+		return nil, err
+	}
+	sigs := set.Signals()
+	if o.ForceOverload {
+		sigs = append(sigs, overloaded{})
+	}
+	ctrl := admit.New(admit.WithSignals(sigs...))
 	s.ctrl = ctrl
 	s.loops = append(s.loops, set.Run, ctrl.Run)
 	s.listen = leveehttp.Listener
 	s.connContext = leveehttp.ConnContext
-	return leveehttp.NewHandler(app, ctrl, leveehttp.WithQueueDelay(set.Queue)), nil
+	hopts := []leveehttp.HandlerOption{leveehttp.WithQueueDelay(set.Queue)}
+	if trust != nil {
+		hopts = append(hopts, leveehttp.WithTrust(trust))
+	}
+	return leveehttp.NewHandler(app, ctrl, hopts...), nil
 }
 
 // Serve serves s on ln until ln is closed, with the listener and

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"log"
 	"math"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 )
 
@@ -38,6 +40,8 @@ type Options struct {
 	// Extra names further protections: a Protection found here puts the
 	// application handler behind its Wrap.
 	Extra map[string]Wrap
+	// Levee sets up the Levee protection beyond its defaults.
+	Levee LeveeOptions
 }
 
 // Server is the backend service: the application handler, optionally
@@ -66,6 +70,8 @@ type Server struct {
 	sigs   map[string][]float64
 
 	stalled, maxStall time.Duration
+
+	errs *ErrorLog
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -74,6 +80,7 @@ func New(o Options) (*Server, error) {
 		opts:   o,
 		Stats:  NewStats(o.Start, 100*time.Millisecond, o.Horizon),
 		shedBy: map[string]time.Duration{},
+		errs:   NewErrorLog(os.Stderr),
 	}
 	s.levels = make([]float64, len(s.Stats.buckets))
 	s.loads = make([]float64, len(s.Stats.buckets))
@@ -94,7 +101,7 @@ func New(o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.Handler = s.Stats.Count(h)
+		s.Handler = s.opts.Levee.mount(s.Stats.Count(h), s.ctrl)
 	default:
 		w, ok := o.Extra[o.Protection]
 		if !ok || w == nil {
@@ -104,6 +111,11 @@ func New(o Options) (*Server, error) {
 	}
 	return s, nil
 }
+
+// ErrorLog returns the logger for http.Server.ErrorLog: net/http's
+// messages, handler panics among them, counted in the Report and copied
+// (panics all, other kinds a few each) to the process's stderr.
+func (s *Server) ErrorLog() *log.Logger { return s.errs.Logger() }
 
 // Run runs the server's control loops (signals, admission controller, and
 // the tracker that records which signal drove shedding) until ctx is done.
@@ -246,14 +258,22 @@ type Report struct {
 	// waiting for a CPU in the kernel (schedstat): the share of the machine
 	// taken by other work.
 	RunDelay time.Duration `json:"run_delay"`
-	// Admitted and Rejected are the controller's cumulative counters.
-	Admitted uint64 `json:"admitted"`
-	Rejected uint64 `json:"rejected"`
+	// Admitted and Rejected are the controller's cumulative counters;
+	// AdmittedBy splits Admitted by the criticality the controller saw
+	// (an untrusted caller's capped at CRITICAL).
+	Admitted   uint64            `json:"admitted"`
+	Rejected   uint64            `json:"rejected"`
+	AdmittedBy map[string]uint64 `json:"admitted_by,omitempty"`
+	// Panics counts the handler panics net/http recovered and logged to
+	// ErrorLog; ServerErrors counts everything it logged there by kind.
+	Panics       int64            `json:"panics"`
+	ServerErrors map[string]int64 `json:"server_errors,omitempty"`
 }
 
 // Report returns the server's counters so far.
 func (s *Server) Report() Report {
-	r := Report{Protection: s.opts.Protection, Work: s.opts.Work, Series: s.Stats.Snapshot()}
+	r := Report{Protection: s.opts.Protection, Work: s.opts.Work, Series: s.Stats.Snapshot(),
+		Panics: s.errs.Panics(), ServerErrors: s.errs.Kinds()}
 	s.mu.Lock()
 	r.Stalled, r.MaxStall = s.stalled, s.maxStall
 	s.mu.Unlock()
@@ -283,8 +303,12 @@ func (s *Server) Report() Report {
 	}
 	s.mu.Unlock()
 	snap := s.ctrl.Snapshot()
+	r.AdmittedBy = map[string]uint64{}
 	for c := range snap.Admitted {
 		r.Admitted += snap.Admitted[c]
+		if snap.Admitted[c] > 0 {
+			r.AdmittedBy[levee.Criticality(c).String()] = snap.Admitted[c]
+		}
 		for _, v := range snap.Rejected[c] {
 			r.Rejected += v
 		}

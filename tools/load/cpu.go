@@ -144,9 +144,22 @@ func (s *StatusCPU) Read(ctx context.Context) (CPUReading, error) {
 }
 
 // statusCPU finds current.signals[name == "cpu"].value in a status
-// document. It reads only the fields it needs, by name, so that the status
-// page's own types stay where they are defined.
+// document.
 func statusCPU(body []byte) (float64, error) {
+	v, err := StatusSignal(body, "cpu")
+	if err != nil && errors.Is(err, errNoSignal) {
+		return 0, fmt.Errorf("%w (is levee's CPU signal enabled?)", err)
+	}
+	return v, err
+}
+
+var errNoSignal = errors.New("no signal named")
+
+// StatusSignal finds the value of the signal called name in the current
+// sample of a levee status document (leveehttp.StatusHandler's JSON). It
+// reads only the fields it needs, by name, so that the status page's own
+// types stay where they are defined.
+func StatusSignal(body []byte, name string) (float64, error) {
 	var doc map[string]json.RawMessage
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return 0, fmt.Errorf("not a status document: %w", err)
@@ -160,14 +173,14 @@ func statusCPU(body []byte) (float64, error) {
 		return 0, errors.New(`no "signals" in the current sample`)
 	}
 	for _, sig := range sigs {
-		var name string
-		if json.Unmarshal(sig["name"], &name) == nil && name == "cpu" {
+		var n string
+		if json.Unmarshal(sig["name"], &n) == nil && n == name {
 			var v float64
 			if err := json.Unmarshal(sig["value"], &v); err != nil {
-				return 0, errors.New(`the "cpu" signal has no numeric value`)
+				return 0, fmt.Errorf("the %q signal has no numeric value", name)
 			}
 			return v, nil
 		}
 	}
-	return 0, errors.New(`no signal named "cpu" (is levee's CPU signal enabled?)`)
+	return 0, fmt.Errorf("%w %q", errNoSignal, name)
 }

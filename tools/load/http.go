@@ -138,6 +138,17 @@ type HTTP struct {
 	// Inspect, if set, sees every response that arrives (its status,
 	// headers and first MiB of body), from the request's goroutine.
 	Inspect func(c *Call, resp *http.Response, body []byte)
+	// Prepare, if set, sees every attempt's request (attempt 0 first; for
+	// ClientLevee the one request its Transport retries itself) just
+	// before it is sent, its headers set, and may change it: a lab
+	// rotating tenant ids or sending hostile headers. c is nil for the
+	// requests of Once. It runs on the request's goroutine, concurrently
+	// with other requests.
+	Prepare func(c *Call, attempt int, r *http.Request)
+	// Dial, if set, opens the transport's connections in place of a
+	// net.Dialer with a 2 s timeout: a lab binding each connection to a
+	// chosen local address.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	client *http.Client
 }
@@ -158,7 +169,11 @@ func NewHTTP(h HTTP) (*HTTP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	var rt http.RoundTripper = CountAttempts(NewTransport())
+	tr := NewTransport()
+	if h.Dial != nil {
+		tr.DialContext = h.Dial
+	}
+	var rt http.RoundTripper = CountAttempts(tr)
 	switch h.Client {
 	case ClientNone, ClientNaive:
 	case ClientLevee:
@@ -249,6 +264,9 @@ func (h *HTTP) send(ctx context.Context, c *Call, attempt int) (Outcome, Failure
 	}
 	if dl, ok := ctx.Deadline(); ok && h.SendDeadline {
 		req.Header.Set(DeadlineHeader, strconv.FormatInt(dl.UnixNano(), 10))
+	}
+	if h.Prepare != nil {
+		h.Prepare(c, attempt, req)
 	}
 	resp, err := h.client.Do(req)
 	o, f := Classify(resp, err)

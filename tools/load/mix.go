@@ -33,8 +33,9 @@ type Mix struct {
 	Tenants []Share `json:"tenants,omitempty"`
 }
 
-// MaxTenants bounds the tenants of a Mix (each is counted apart).
-const MaxTenants = 1000
+// MaxTenants bounds the tenants of a Mix (each is counted apart, in
+// every phase).
+const MaxTenants = 10000
 
 // The irrational steps of the two Weyl sequences: the golden ratio's
 // fractional part and √2 − 1.

@@ -231,19 +231,6 @@ func TestSize(t *testing.T) {
 	}
 }
 
-func TestFitLine(t *testing.T) {
-	a, b, ok := fitLine([]float64{100, 200, 300}, []float64{0.12, 0.22, 0.32})
-	if !ok || math.Abs(a-0.02) > 1e-12 || math.Abs(b-0.001) > 1e-12 {
-		t.Errorf("fitLine = %v, %v, %v; want 0.02, 0.001", a, b, ok)
-	}
-	if a, b, ok := fitLine([]float64{100}, []float64{0.5}); !ok || a != 0 || b != 0.005 {
-		t.Errorf("one point: %v, %v, %v; want through the origin", a, b, ok)
-	}
-	if _, _, ok := fitLine([]float64{5, 5}, []float64{1, 2}); ok {
-		t.Error("no spread in x: ok")
-	}
-}
-
 func TestParseStat(t *testing.T) {
 	// A command name with spaces and parentheses; utime 250, stime 50
 	// ticks: 3 s.

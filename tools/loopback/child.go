@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -72,9 +71,10 @@ func (o *childOut) send(kind string, v any) {
 
 // backendConfig is the first line a backend child reads on stdin.
 type backendConfig struct {
-	Protection string        `json:"protection"`
-	Work       time.Duration `json:"work"`
-	Limit      time.Duration `json:"limit"` // hard limit on the child's life
+	Protection string               `json:"protection"`
+	Work       time.Duration        `json:"work"`
+	Levee      backend.LeveeOptions `json:"levee"`
+	Limit      time.Duration        `json:"limit"` // hard limit on the child's life
 }
 
 // Ready is what a backend child says once it serves: its address, its
@@ -93,6 +93,7 @@ type loadConfig struct {
 	Timeout time.Duration `json:"timeout"`
 	Retries int           `json:"retries"`
 	Phases  []load.Phase  `json:"phases,omitempty"`
+	Mix     load.Mix      `json:"mix"`
 	Drain   time.Duration `json:"drain"`
 	// Closed, if Workers > 0, measures the closed-loop peak instead.
 	Workers int           `json:"workers,omitempty"`
@@ -260,6 +261,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 		Start:      time.Now(),
 		Horizon:    cfg.Limit + time.Minute,
 		Extra:      extra,
+		Levee:      cfg.Levee,
 	})
 	if err != nil {
 		out.send("error", err.Error())
@@ -273,7 +275,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 	hs := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       30 * time.Second,
-		ErrorLog:          log.New(io.Discard, "", 0),
+		ErrorLog:          srv.ErrorLog(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -317,6 +319,7 @@ func runLoadgen(cfg loadConfig, out *childOut) int {
 	rep, err := load.Run(ctx, load.Config{
 		Phases:   cfg.Phases,
 		Do:       h.Func(),
+		Mix:      cfg.Mix,
 		Drain:    cfg.Drain,
 		Limits:   load.Limits{MaxRate: load.CeilingRate, MaxDuration: load.CeilingDuration},
 		Progress: func(p load.Progress) { out.send("progress", p) },

@@ -30,4 +30,13 @@
 //
 //	go test -tags realtime -run TestLoopback -v -timeout 20m ./tools/loopback/
 //	go test -tags realtime -run TestLoad -count=1 -v -timeout 30m ./tools/loopback/
+//
+// Config.Mix gives the generator's arrivals criticalities and tenants,
+// Config.Levee sets up the Levee backend beyond its defaults (trusted
+// networks, status page, goroutines signal, a forced overload), and
+// Config.TraceCPU reads the backend's CPU time from /proc during the run.
+// The labs built on the harness are packages of their own: lab (variants
+// side by side: CPU-bound shapes, the cost of a rejection, tenants, the
+// criticality ladder, a noisy neighbour), soak (minutes of overload with
+// rotating tenants and hostile input) and slowdep (a slow dependency).
 package loopback

@@ -53,6 +53,15 @@ type Config struct {
 	Drain time.Duration
 	// Progress, if set, receives the generator's progress once a second.
 	Progress func(load.Progress)
+	// Mix assigns criticalities and tenants to the arrivals (load.Mix);
+	// the clients send them in levee's headers, which the backend
+	// believes only from the networks Levee.Trust names.
+	Mix load.Mix
+	// Levee sets up the Levee protection beyond its defaults.
+	Levee backend.LeveeOptions
+	// TraceCPU, if above 0, reads the backend's CPU time from /proc every
+	// TraceCPU for the run (Result.CPU).
+	TraceCPU time.Duration
 }
 
 // Result is one run's outcome, client and server side.
@@ -61,6 +70,12 @@ type Result struct {
 	Load    *load.Result   `json:"load"`
 	Server  backend.Report `json:"server"`
 	Backend Ready          `json:"backend"`
+	// BackendStderr is what the backend wrote on its stderr (the first
+	// 64 KiB): panics, race reports, net/http's complaints (a few of each
+	// kind, see backend.ErrorLog).
+	BackendStderr string `json:"backend_stderr,omitempty"`
+	// CPU is the backend's CPU trace when Config.TraceCPU asked for one.
+	CPU *CPUTrace `json:"-"`
 }
 
 // Placement says which CPUs the children are pinned to; -1 is unpinned.
@@ -242,17 +257,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// its timer goroutine gets the CPU again, which can take tens of seconds
 	// behind a run queue of CPU-bound handlers.
 	limit := 2*(scheduleLength(cfg.Phases)+cfg.Drain) + 60*time.Second
-	be, ready, err := startBackend(ctx, pl.Backend, cfg.Protection, cfg.Work, limit)
+	be, ready, err := startBackend(ctx, pl.Backend, backendConfig{Protection: cfg.Protection, Work: cfg.Work, Levee: cfg.Levee, Limit: limit})
 	if err != nil {
 		return nil, err
 	}
 	defer be.kill()
+	res := &Result{Config: cfg, Backend: ready}
+	if cfg.TraceCPU > 0 {
+		tctx, stop := context.WithCancel(ctx)
+		var traced <-chan struct{}
+		res.CPU, traced = traceCPU(tctx, be.cmd.Process.Pid, cfg.TraceCPU)
+		defer func() { stop(); <-traced }()
+	}
 	lg, err := startChild(ctx, roleLoadgen, pl.Loadgen, 1, loadConfig{
 		URL:     "http://" + ready.Addr + "/work",
 		Client:  cfg.Client,
 		Timeout: cfg.Timeout,
 		Retries: cfg.Retries,
 		Phases:  cfg.Phases,
+		Mix:     cfg.Mix,
 		Drain:   cfg.Drain,
 		Limit:   limit,
 	})
@@ -264,19 +287,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Config: cfg, Backend: ready}
 	if err := json.Unmarshal(m.Data, &res.Load); err != nil {
 		return nil, fmt.Errorf("loopback: generator report: %w", err)
 	}
-	if res.Server, err = (&Backend{c: be}).Stop(); err != nil {
+	b := &Backend{c: be}
+	res.Server, err = b.Stop()
+	res.BackendStderr = b.Stderr()
+	if err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-func startBackend(ctx context.Context, cpu int, protection string, work, limit time.Duration) (*child, Ready, error) {
+func startBackend(ctx context.Context, cpu int, cfg backendConfig) (*child, Ready, error) {
 	var ready Ready
-	be, err := startChild(ctx, roleBackend, cpu, 1, backendConfig{Protection: protection, Work: work, Limit: limit})
+	be, err := startChild(ctx, roleBackend, cpu, 1, cfg)
 	if err != nil {
 		return nil, ready, err
 	}
@@ -305,11 +330,43 @@ type Backend struct {
 // (backend.None or backend.Levee) and CPU work per request. It lives
 // until Stop, until ctx is done, or for limit at most.
 func StartBackend(ctx context.Context, protection string, work, limit time.Duration) (*Backend, error) {
-	c, ready, err := startBackend(ctx, Place().Backend, protection, work, limit)
+	return StartBackendWith(ctx, BackendConfig{Protection: protection, Work: work, Limit: limit})
+}
+
+// BackendConfig describes a backend child started alone.
+type BackendConfig struct {
+	// Protection is backend.None, backend.Levee or a name registered
+	// with HijackWith; Work the CPU time per request.
+	Protection string
+	Work       time.Duration
+	// Levee sets up the Levee protection beyond its defaults.
+	Levee backend.LeveeOptions
+	// Limit is the child's longest life.
+	Limit time.Duration
+}
+
+// StartBackendWith is StartBackend with the Levee protection's options.
+func StartBackendWith(ctx context.Context, cfg BackendConfig) (*Backend, error) {
+	c, ready, err := startBackend(ctx, Place().Backend, backendConfig{Protection: cfg.Protection, Work: cfg.Work, Levee: cfg.Levee, Limit: cfg.Limit})
 	if err != nil {
 		return nil, err
 	}
 	return &Backend{Ready: ready, PID: c.cmd.Process.Pid, c: c}, nil
+}
+
+// Stderr returns what the backend wrote on its stderr so far (the first
+// 64 KiB).
+func (b *Backend) Stderr() string { return b.c.stderr.String() }
+
+// Alive says whether the backend process is still running.
+func (b *Backend) Alive() bool {
+	select {
+	case err := <-b.c.waited:
+		b.c.waited <- err
+		return false
+	default:
+		return true
+	}
 }
 
 // Stop stops the backend and returns its report; the child is gone
@@ -336,7 +393,7 @@ func (b *Backend) Stop() (backend.Report, error) {
 func Capacity(ctx context.Context, work time.Duration, workers int, d time.Duration) (float64, Ready, error) {
 	pl := Place()
 	limit := d + 30*time.Second
-	be, ready, err := startBackend(ctx, pl.Backend, backend.None, work, limit)
+	be, ready, err := startBackend(ctx, pl.Backend, backendConfig{Protection: backend.None, Work: work, Limit: limit})
 	if err != nil {
 		return 0, ready, err
 	}

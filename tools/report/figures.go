@@ -259,3 +259,33 @@ func RoundSeconds(x float64) float64 {
 func bucketAt(t, bucketS float64) int {
 	return int(math.Floor(t/bucketS + 1e-9))
 }
+
+// FitLine fits y = a + b·x by least squares; with a single point it
+// passes through the origin. ok is false without points or without
+// spread in x.
+func FitLine(xs, ys []float64) (a, b float64, ok bool) {
+	n := float64(len(xs))
+	switch len(xs) {
+	case 0:
+		return 0, 0, false
+	case 1:
+		if xs[0] == 0 {
+			return 0, 0, false
+		}
+		return 0, ys[0] / xs[0], true
+	}
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+	}
+	d := n*sxx - sx*sx
+	if d == 0 {
+		return 0, 0, false
+	}
+	b = (n*sxy - sx*sy) / d
+	a = (sy - b*sx) / n
+	return a, b, true
+}

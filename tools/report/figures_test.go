@@ -199,3 +199,16 @@ func TestSchemaNames(t *testing.T) {
 		}
 	}
 }
+
+func TestFitLine(t *testing.T) {
+	a, b, ok := FitLine([]float64{100, 200, 300}, []float64{0.12, 0.22, 0.32})
+	if !ok || math.Abs(a-0.02) > 1e-12 || math.Abs(b-0.001) > 1e-12 {
+		t.Errorf("FitLine = %v, %v, %v; want 0.02, 0.001", a, b, ok)
+	}
+	if a, b, ok := FitLine([]float64{100}, []float64{0.5}); !ok || a != 0 || b != 0.005 {
+		t.Errorf("one point: %v, %v, %v; want through the origin", a, b, ok)
+	}
+	if _, _, ok := FitLine([]float64{5, 5}, []float64{1, 2}); ok {
+		t.Error("no spread in x: ok")
+	}
+}

@@ -1,8 +1,9 @@
 // Command benchreport runs levee's side-by-side benchmarks and rewrites the
 // tables in bench/README.md between their markers. Run it from bench/:
 //
-//	go run ./cmd/benchreport            # hot path and goodput, ~10 minutes
+//	go run ./cmd/benchreport            # hot path, goodput and shapes, ~35 minutes
 //	go run ./cmd/benchreport -hotpath   # hot path only, ~2 minutes
+//	go run ./cmd/benchreport -shapes    # the other shapes of service only, ~25 minutes
 //
 // Every number in a table comes from the same run on the same machine; the
 // tables state ratios (to a bare time.Now(), to the unprotected server)
@@ -27,21 +28,32 @@ import (
 
 func main() {
 	hotOnly := flag.Bool("hotpath", false, "run only the hot-path benchmarks")
+	shapesOnly := flag.Bool("shapes", false, "run only the comparison on other shapes of service (slow dependency, long requests, mixed criticality)")
 	count := flag.Int("count", 5, "runs of each hot-path benchmark (the table shows the median)")
 	readme := flag.String("readme", "README.md", "file whose marked sections are rewritten")
 	flag.Parse()
 
-	hot, err := hotPath(*count)
-	if err != nil {
-		fail(err)
+	sections := map[string]string{}
+	if !*shapesOnly {
+		hot, err := hotPath(*count)
+		if err != nil {
+			fail(err)
+		}
+		sections["hotpath"] = hot
 	}
-	sections := map[string]string{"hotpath": hot}
-	if !*hotOnly {
+	if !*hotOnly && !*shapesOnly {
 		gp, err := goodput()
 		if err != nil {
 			fail(err)
 		}
 		sections["goodput"] = gp
+	}
+	if !*hotOnly {
+		sh, err := shapes()
+		if err != nil {
+			fail(err)
+		}
+		sections["shapes"] = sh
 	}
 	sections["machine"] = machine()
 	if err := rewrite(*readme, sections); err != nil {

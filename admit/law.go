@@ -1,0 +1,250 @@
+package admit
+
+import (
+	"math"
+	"time"
+
+	"github.com/levee-dev/levee/internal/smooth"
+)
+
+// law is the state of the control law (see doc.go): the capacity it has
+// learned, whether it is shedding, and the admitted-rate target it steers.
+// Its step is a pure function of (state, inputs) → (state, outputs).
+type law struct {
+	capEst   float64 // admitted rate at which the load sits at 1, learned while not shedding
+	shedding bool
+	target   float64 // admitted-rate target while shedding
+	capStart float64 // the target when the episode started
+	drain    float64 // estimated backlog (requests) still to drain
+	sawOver  bool    // the signal showed load > 1 during the drain
+	under    int     // consecutive periods with load < 1 while shedding
+	idle     int     // consecutive periods with load < minLoad while shedding
+	corr     float64 // integral correction of the estimate
+	prevLoad float64 // the previous reading, clamped
+	lastLoad float64 // the previous reading
+	hold     int     // periods a delay reading does not cut the target after a drain
+	epStart  int64   // ns: the episode's start
+	lastShed int64   // ns: the last period with something to shed
+
+	admCnt   [2]float64              // admitted in the last two periods (newest first)
+	rateHist [lagPeriods + 1]float64 // admitted rate, last periods
+	ratePos  int
+	admHist  [lagPeriods + 2]float64 // admitted above capacity, per period
+	histPos  int
+}
+
+// lawIn is one period's input to the control law.
+type lawIn struct {
+	now      int64         // ns
+	dt       time.Duration // length of the period
+	load     float64       // the signals' reading (max over signals)
+	prop     float64       // the proportional reading (signals.go)
+	R        float64       // smoothed eligible arrival rate (meter)
+	admRate  float64       // smoothed admitted rate (meter)
+	admitted float64       // this period's admitted rate (meter)
+	over     bool          // the signals say overloaded (signals.go)
+	flood    bool          // the meter saw a flood this period ...
+	wasFlood bool          // ... and the previous one
+	degraded bool          // the degradation level was above 0 before this period
+	snapped  bool          // the last plan held a criticality boundary
+}
+
+// lawOut is what the law decided for the next period.
+type lawOut struct {
+	aim      float64 // admitted rate to aim for
+	shed     float64 // rate to shed: R − aim, ≥ 0 (0 when not shedding)
+	capacity float64 // the capacity the plan divides among tenants
+	// started and ended: an overload episode began or ended this period;
+	// epLen is the ended episode's length.
+	started, ended bool
+	epLen          time.Duration
+}
+
+// step runs the law for one period.
+func (s law) step(in lawIn) (law, lawOut) {
+	var out lawOut
+	load, sec, R := in.load, in.dt.Seconds(), in.R
+
+	// Capacity estimate: the admitted rate that would put the load at 1,
+	// from the admitted rate lagPeriods ago (what the signal reflects now),
+	// only while the rate is steady and the signal not saturated.
+	lagged := s.rateHist[(s.ratePos+1)%len(s.rateHist)]
+	s.rateHist[s.ratePos%len(s.rateHist)] = in.admRate
+	s.ratePos++
+	steady := lagged > 0 && math.Abs(in.admRate-lagged) <= 0.2*lagged &&
+		math.Abs(load-s.lastLoad) <= 0.1*load // a reading still moving is not aligned with the rate
+	s.lastLoad = load
+	ac := smooth.Alpha(in.dt, capTau)
+	if !s.shedding && load > 0.2 && load <= 1 && steady {
+		est := lagged / load
+		if s.capEst == 0 {
+			s.capEst = est
+		} else {
+			s.capEst = smooth.Toward(s.capEst, est, ac)
+		}
+	}
+
+	// On entry, start from the capacity estimate and drain the queue the
+	// flood built before it was seen; then move the admitted-rate target
+	// towards admitted ÷ load (lag-aligned), with a slow integral of the
+	// load error.
+	admCount := in.admitted * sec
+	s.admHist[s.histPos%len(s.admHist)] = admCount - s.capEst*sec
+	s.histPos++
+	if !s.shedding && R > 0 && in.degraded && (in.over || in.flood && in.wasFlood) {
+		s = s.enter(in)
+		out.started = true
+
+	} else if s.shedding {
+		s = s.steer(in, admCount, steady, lagged, ac)
+	}
+	s.admCnt[1], s.admCnt[0] = s.admCnt[0], admCount
+	s.prevLoad = min(max(load, minLoad), maxLoad)
+	out.aim = s.target
+	if s.drain > 0 {
+		out.aim = max(0.1*s.capStart, s.capStart-s.drain/drainTime.Seconds())
+	}
+	if s.shedding {
+		out.shed = max(0, R-out.aim)
+		if out.shed > 0 {
+			s.lastShed = in.now
+		} else if in.now-s.lastShed >= int64(episodeHold) && load < endLoad {
+			s.shedding = false
+			out.ended = true
+			out.epLen = time.Duration(s.lastShed - s.epStart)
+		}
+	}
+	out.capacity = s.capEst
+	if s.shedding {
+		out.capacity = s.target
+	}
+	return s, out
+}
+
+// enter starts an overload episode.
+func (s law) enter(in lawIn) law {
+	s.shedding = true
+	s.epStart, s.lastShed = in.now, in.now
+	if in.flood && in.wasFlood && s.capEst > 0 {
+		// Entered on a flood seen in the arrivals: whatever the signals
+		// read now is the backlog the flood built before the first
+		// shedding Step, not lost capacity. Aim at the capacity learned
+		// before it and drain the backlog (below).
+		s.target = s.capEst
+		return s.startDrain()
+	}
+	// A delay signal is not proportional to the admitted rate: a spike
+	// of it says "over", not by how much. Clamp as the law does.
+	base := in.admRate
+	if s.capEst > 0 {
+		// The admitted rate reads low when the flood stalled the
+		// process (nothing reached the handlers for a few periods):
+		// the estimate learned before the episode is the better base.
+		base = max(base, s.capEst)
+	}
+	s.target = base / min(in.load, maxLoad)
+	if s.capEst > 0 && s.capEst < s.target {
+		s.target = s.capEst
+	}
+	return s.startDrain()
+}
+
+// startDrain sets the episode's drain: the backlog admitted above the
+// capacity in the last periods, drained by aiming below the target.
+func (s law) startDrain() law {
+	s.capStart = s.target
+	s.drain = 0
+	s.sawOver = false
+	s.under, s.idle = 0, 0
+	if s.capEst > 0 { // without an estimate there is no model to drain by
+		for _, x := range s.admHist {
+			s.drain += max(0, x)
+		}
+	}
+	s.corr = 1
+	return s
+}
+
+// steer moves the target for one period of an episode.
+func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac float64) law {
+	load, sec := in.load, in.dt.Seconds()
+	if load < 1 {
+		s.under++
+	} else {
+		s.under = 0
+	}
+	if load < minLoad {
+		s.idle++
+	} else {
+		s.idle = 0
+	}
+	switch {
+	case s.drain > 0 && load < 1 && (s.sawOver || s.under > lagPeriods):
+		// The signal, after showing the overload, shows the backlog
+		// gone; or it never showed one within the lag it has (the
+		// entry was a spike of a delay signal, not a flood).
+		s.drain = 0
+	case s.drain > 0:
+		s.sawOver = s.sawOver || load > 1
+		// The signal is saturated by the backlog: steer by the model
+		// (backlog shrinks by capacity − admitted) instead of
+		// integrating a reading that cannot say how far over we are. A
+		// utilisation above its target says the backlog is worked off
+		// that much faster than at the target.
+		s.drain -= s.capStart*sec*min(max(in.prop, 1), maxLoad) - admCount
+		if s.drain <= 0.5*s.capStart*sec {
+			s.drain = 0
+			s.hold = delayHold
+		}
+	case load > 1 && in.prop < 0.9*load && s.hold > 0:
+		// A delay binds, the utilisation reads lower, just after a drain:
+		// the delay still reports the backlog of the episode's start (a
+		// delay signal reports a wait when the work that waited runs, and
+		// smooths it). The backlog was the flood's, not lost capacity:
+		// hold the target for delayHold periods. A delay that stays (a
+		// slow dependency) is steered by the estimate below after that.
+		s.hold--
+	case s.admCnt[0]+s.admCnt[1] >= 4 && load > 0.05:
+		s.hold = 0
+		// The signal now reflects what was admitted lagPeriods−1 and
+		// lagPeriods periods ago; admitted ÷ load over those periods is
+		// the admitted rate that puts the load at 1, and the arrival
+		// noise in both cancels. Move part of the way to it.
+		l := min(max(load, minLoad), maxLoad)
+		est := (s.admCnt[0] + s.admCnt[1]) / ((l + s.prevLoad) * sec)
+		// A slow integral of the load error removes what the estimate
+		// cannot see (admissions below the aim, work that is not
+		// proportional to admissions).
+		if !in.snapped || l > 1+boundarySlack || l < 1 {
+			s.corr = min(max(s.corr*math.Pow(l, -integralGain), 0.7), 1.4)
+		}
+		// Rises are limited to 10% a period: a reading that lags more
+		// than the estimate assumes must not pull the target up.
+		rise := maxRise
+		if s.idle > lagPeriods {
+			// The signal has confirmed for longer than its lag that
+			// far less is admitted than could be: catch up faster.
+			rise = fastRise
+		}
+		f := min(math.Pow(est*s.corr/s.target, estGain), rise)
+		if l < 1 {
+			// Below target the CPU has room: whatever the estimate
+			// says (it reads low when demand, not the plan, limited
+			// what was admitted, as when a spike ends), never cut.
+			f = max(f, 1)
+		}
+		s.target *= f
+	default:
+		s.target *= math.Pow(min(max(load, minLoad), maxLoad), -fallbackGain)
+	}
+	// Not far above demand (a target that ran away would admit a
+	// whole flood at once), but a period in which the process was
+	// stalled and nothing arrived does not pull it below the capacity
+	// learned before the episode.
+	s.target = min(s.target, max(1.5*in.R, s.capEst))
+	s.target = max(s.target, 1e-3)
+	if load > 0.2 && load <= 1.2 && steady {
+		s.capEst = smooth.Toward(s.capEst, lagged/load, ac)
+	}
+	return s
+}

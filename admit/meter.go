@@ -1,0 +1,156 @@
+package admit
+
+import (
+	"math"
+	"time"
+
+	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/internal/smooth"
+)
+
+// counts is what the accept path has counted since New: arrivals per
+// criticality and rejections per criticality and reason.
+type counts struct {
+	arrivals [levee.NumCriticalities]uint64
+	rejected [levee.NumCriticalities][levee.NumReasons]uint64
+}
+
+// meter is the first stage of a control period: it turns the accept
+// path's cumulative counters into rates, smooths the arrival rate (a
+// second, but a flood or a drop is taken at once) and tells a flood from
+// noise before the signal shows it.
+type meter struct {
+	prev  counts
+	rate  [levee.NumCriticalities]float64 // eligible arrivals per rank, smoothed (rateTau)
+	share [levee.NumCriticalities]float64 // the same, smoothed slowly (shareTau)
+	adm   float64                         // admitted rate, smoothed (admTau)
+	init  bool
+	flood bool // the previous period saw a flood
+}
+
+// meterIn is one period's input to the meter.
+type meterIn struct {
+	counts   counts        // cumulative, read now
+	dt       time.Duration // length of the period
+	load     float64       // the signals' reading (max of value ÷ target)
+	shedding bool          // the control law is shedding
+	capEst   float64       // capacity learned so far (0: none)
+}
+
+// meterOut is what the meter measured.
+type meterOut struct {
+	// R is the smoothed rate of eligible arrivals (past deadline and quota
+	// checks), mix the same split between ranks by the slow shares.
+	R   float64
+	mix [levee.NumCriticalities]float64
+	// arrived, eligible and admitted are this period's rates of all
+	// arrivals, of eligible ones and of admitted requests; admRate the
+	// admitted rate smoothed.
+	arrived, eligible, admitted, admRate float64
+	// jump: the arrival rate changed too much to be noise and was taken
+	// at once.
+	jump bool
+	// flood: the arrivals jumped above floodJump × the capacity estimate
+	// while not shedding (the signal shows it a period or two later);
+	// wasFlood: the previous period saw one too.
+	flood, wasFlood bool
+}
+
+// step closes one period.
+func (m *meter) step(in meterIn) meterOut {
+	var out meterOut
+	sec := in.dt.Seconds()
+	var rateNow [levee.NumCriticalities]float64
+	for cr := range levee.NumCriticalities {
+		a, rej := in.counts.arrivals[cr], in.counts.rejected[cr]
+		p := &m.prev.rejected[cr]
+		dA := a - m.prev.arrivals[cr]
+		dD := rej[levee.Deadline] - p[levee.Deadline]
+		dQ := rej[levee.Quota] - p[levee.Quota]
+		dO := rej[levee.Overloaded] - p[levee.Overloaded]
+		elig := float64(dA) - float64(dD) - float64(dQ)
+		rateNow[levee.Criticality(cr).Rank()] = max(0, elig) / sec
+		out.eligible += max(0, elig) / sec
+		out.admitted += max(0, elig-float64(dO)) / sec
+		out.arrived += float64(dA) / sec
+	}
+	m.prev = in.counts
+	// Arrival rates: smoothed over a second (their noise would move the
+	// ladder position every period), but a flood or a drop of a third or
+	// more is taken at once.
+	var total, totalNow float64
+	for r := range m.rate {
+		total += m.rate[r]
+		totalNow += rateNow[r]
+	}
+	// In counts per period, with a margin of three Poisson deviations so
+	// that arrival noise at low rates is not taken for a change.
+	exp, got := total*sec, totalNow*sec
+	margin := 3 * math.Sqrt(exp)
+	wasInit := m.init
+	// A drop seen while the signal reads overloaded is more likely the
+	// process falling behind on reading requests (a saturated one-core
+	// process runs its connection goroutines late) than the clients going
+	// away: taken at once, it would raise the admitted fraction just as
+	// the backlog grows. It is smoothed like any other change.
+	drop := got < exp/rateJump-margin-1 && !(in.shedding && in.load > 1)
+	jump := !m.init || got > rateJump*exp+margin+1 || drop
+	// Shedding while the signal reads below half its target: the arrivals
+	// have fallen (a spike ended) and the smoothed rate, kept high for a
+	// second, would go on shedding most of what follows. Take the period's
+	// count as it is.
+	jump = jump || (in.shedding && in.load < minLoad && got < exp)
+	// The split between ranks moves slowly (shareTau): its noise would
+	// move the ladder's position every period.
+	ash := smooth.Alpha(in.dt, shareTau)
+	for r := range m.share {
+		if !m.init {
+			m.share[r] = rateNow[r]
+		} else {
+			m.share[r] = smooth.Toward(m.share[r], rateNow[r], ash)
+		}
+	}
+	ar := smooth.Alpha(in.dt, rateTau)
+	for r := range m.rate {
+		if jump {
+			m.rate[r] = rateNow[r]
+		} else {
+			m.rate[r] = smooth.Toward(m.rate[r], rateNow[r], ar)
+		}
+	}
+	if !m.init {
+		m.adm = out.admitted
+	} else {
+		m.adm = smooth.Toward(m.adm, out.admitted, smooth.Alpha(in.dt, admTau))
+	}
+	m.init = true
+	for _, r := range m.rate {
+		out.R += r
+	}
+	out.jump, out.admRate = jump, m.adm
+
+	// The split between ranks comes from the slow per-rank rates, the
+	// total from the fast one: the ladder position does not jitter with
+	// each period's arrivals.
+	var sum float64
+	for _, v := range m.share {
+		sum += v
+	}
+	for r := range out.mix {
+		if sum > 0 {
+			out.mix[r] = out.R * m.share[r] / sum
+		}
+	}
+
+	// A flood seen in the arrivals before the signal: the rate jumped to
+	// more than floodJump times the capacity learned so far. The signal
+	// shows it a period or two later, and by then the requests admitted
+	// meanwhile (on a one-core server with 1 ms requests, 0.1 s of a 5×
+	// flood is 0.5 s of work) have stalled the process and filled the
+	// kernel's queues with requests that will expire before they are read.
+	flood := !in.shedding && in.capEst > 0 && out.R > floodJump*in.capEst && (wasInit && jump || m.flood)
+	out.wasFlood = m.flood
+	out.flood = flood
+	m.flood = flood && !out.wasFlood
+	return out
+}

@@ -1,0 +1,271 @@
+package admit
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee"
+)
+
+const testDt = DefaultPeriod
+
+// countsAfter returns c with n more arrivals of criticality cr, of which
+// dl, q and o were rejected for deadline, quota and overload.
+func countsAfter(c counts, cr levee.Criticality, n, dl, q, o uint64) counts {
+	c.arrivals[cr] += n
+	c.rejected[cr][levee.Deadline] += dl
+	c.rejected[cr][levee.Quota] += q
+	c.rejected[cr][levee.Overloaded] += o
+	return c
+}
+
+func TestMeterStep(t *testing.T) {
+	// Each case warms a meter with `periods` periods of `before` Critical
+	// arrivals a period, then steps one period with `next` arrivals.
+	tests := []struct {
+		name         string
+		before, next uint64
+		periods      int
+		shedding     bool
+		load, capEst float64
+		rejected     [3]uint64 // deadline, quota, overload in the last period
+		wantR        float64   // requests/s
+		wantJump     bool
+		wantFlood    bool
+		wantAdmitted float64
+		wantArrived  float64
+		tolR         float64
+	}{
+		{name: "first period taken at once", next: 50, wantR: 1000, wantJump: true, wantAdmitted: 1000, wantArrived: 1000},
+		{name: "noise smoothed", before: 50, periods: 40, next: 55, load: 0.5,
+			// 1000 + (1100−1000)·(1 − e^(−0.05)) ≈ 1004.9
+			wantR: 1000 + 100*(1-math.Exp(-0.05)), wantAdmitted: 1100, wantArrived: 1100, tolR: 0.01},
+		{name: "flood taken at once and seen", before: 50, periods: 40, next: 250, load: 0.6, capEst: 1000,
+			wantR: 5000, wantJump: true, wantFlood: true, wantAdmitted: 5000, wantArrived: 5000},
+		{name: "a jump to twice the capacity is no flood", before: 50, periods: 40, next: 100, load: 0.6, capEst: 1000,
+			wantR: 2000, wantJump: true, wantAdmitted: 2000, wantArrived: 2000},
+		{name: "drop taken at once when not overloaded", before: 100, periods: 40, next: 20, load: 0.5,
+			wantR: 400, wantJump: true, wantAdmitted: 400, wantArrived: 400},
+		{name: "drop smoothed while shedding and overloaded", before: 100, periods: 40, next: 20, load: 1.3, shedding: true,
+			wantR: 2000 - 1600*(1-math.Exp(-0.05)), wantAdmitted: 400, wantArrived: 400, tolR: 0.01},
+		{name: "deadline and quota rejections are not eligible; overload ones are not admitted", next: 50,
+			rejected: [3]uint64{5, 5, 10}, wantR: 800, wantJump: true, wantAdmitted: 600, wantArrived: 1000},
+	}
+	for _, tt := range tests {
+		var m meter
+		var c counts
+		for range tt.periods {
+			c = countsAfter(c, levee.Critical, tt.before, 0, 0, 0)
+			m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding})
+		}
+		c = countsAfter(c, levee.Critical, tt.next, tt.rejected[0], tt.rejected[1], tt.rejected[2])
+		out := m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, capEst: tt.capEst})
+		if math.Abs(out.R-tt.wantR) > tt.tolR+1e-6 {
+			t.Errorf("%s: R = %.3f/s, want %.3f/s", tt.name, out.R, tt.wantR)
+		}
+		if out.jump != tt.wantJump || out.flood != tt.wantFlood {
+			t.Errorf("%s: jump %v flood %v, want %v %v", tt.name, out.jump, out.flood, tt.wantJump, tt.wantFlood)
+		}
+		if math.Abs(out.admitted-tt.wantAdmitted) > 1e-6 || math.Abs(out.arrived-tt.wantArrived) > 1e-6 {
+			t.Errorf("%s: admitted %.1f/s arrived %.1f/s, want %.1f %.1f", tt.name, out.admitted, out.arrived, tt.wantAdmitted, tt.wantArrived)
+		}
+		if got := out.mix[levee.Critical.Rank()]; math.Abs(got-out.R) > 1e-6 {
+			t.Errorf("%s: mix puts %.1f/s in CRITICAL's rank, want all of R = %.1f/s", tt.name, got, out.R)
+		}
+	}
+}
+
+func TestRetryShareStep(t *testing.T) {
+	tests := []struct {
+		name        string
+		share       float64 // retried share of 1000 arrivals/s, held 20 s
+		startNoRetr bool
+		want        bool
+	}{
+		{"low share", 0.05, false, false},
+		{"above twice the budget", 0.3, false, true},
+		{"inside the hysteresis band keeps no-retry on", 0.19, true, true},
+		{"inside the hysteresis band keeps it off", 0.19, false, false},
+		{"below the band turns it off", 0.1, true, false},
+	}
+	for _, tt := range tests {
+		s := retryShare{noRetry: tt.startNoRetr}
+		var retried uint64
+		var share float64
+		var noRetry bool
+		for i := range 400 {
+			retried = uint64(float64(i+1) * 50 * tt.share)
+			share, noRetry = s.step(retried, 1000, testDt)
+		}
+		if noRetry != tt.want {
+			t.Errorf("%s: share %.3f, noRetry %v, want %v", tt.name, share, noRetry, tt.want)
+		}
+		if math.Abs(share-tt.share) > 0.01 {
+			t.Errorf("%s: share %.3f, want %.3f", tt.name, share, tt.share)
+		}
+	}
+}
+
+func TestEpisodesStep(t *testing.T) {
+	const s = int64(time.Second)
+	tests := []struct {
+		name string
+		ep   episodes
+		in   episodeIn
+		want time.Duration
+	}{
+		{"no episode yet: the default", newEpisodes(), episodeIn{now: 10 * s}, defaultRecovery},
+		{"first episode sets the advice", newEpisodes(), episodeIn{now: 10 * s, ended: true, epLen: 3 * time.Second, period: 50 * time.Millisecond}, 3050 * time.Millisecond},
+		{"later episodes are averaged", episodes{recovery: 4 * time.Second, n: 3}, episodeIn{now: 10 * s, ended: true, epLen: 2 * time.Second}, 3 * time.Second},
+		{"a longer current episode raises it", episodes{recovery: time.Second, n: 1}, episodeIn{now: 10 * s, shedding: true, epStart: 4 * s}, 6 * time.Second},
+		{"at least minRetryAfter", episodes{recovery: time.Millisecond, n: 1}, episodeIn{now: 10 * s}, minRetryAfter},
+		{"at most maxRetryAfter", episodes{recovery: time.Hour, n: 1}, episodeIn{now: 10 * s}, maxRetryAfter},
+	}
+	for _, tt := range tests {
+		if got := tt.ep.step(tt.in); got != tt.want {
+			t.Errorf("%s: Retry-After %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRunBoundStep(t *testing.T) {
+	tests := []struct {
+		name string
+		b    runBound
+		in   runIn
+		want int64
+	}{
+		{"idle: off", runBound{floor: 4}, runIn{period: testDt, load: 0.3}, runOff},
+		{"busy, nothing learned: counting", runBound{floor: 4}, runIn{period: testDt, load: 0.6}, runCount},
+		{"busy and counting: learns 2 × running ÷ load", runBound{floor: 4}, runIn{period: testDt, counting: true, running: 9, load: 0.9}, 20},
+		{"never below the floor", runBound{floor: 8}, runIn{period: testDt, counting: true, running: 1, load: 0.5}, 8},
+		{"shedding: keeps the bound, learns nothing", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 50, load: 1.5, shedding: true}, 20},
+		{"waiting with room: grows a quarter", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 7, waiting: 3, load: 0.7}, 25},
+		{"degraded below half the target: on", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, load: 0.3, degraded: true}, 20},
+	}
+	for _, tt := range tests {
+		if got := tt.b.step(tt.in); got != tt.want {
+			t.Errorf("%s: bound %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// lawAt steps a law through loads (one a period) at R requests/s offered
+// and admitted (admit everything: the law's input, not its output), and
+// returns the final state and output.
+func lawAt(s law, loads []float64, R float64, degraded bool) (law, lawOut) {
+	var out lawOut
+	for i, l := range loads {
+		adm := R
+		if s.shedding {
+			adm = min(R, out.aim)
+		}
+		s, out = s.step(lawIn{now: int64(i) * int64(50*time.Millisecond), dt: testDt, load: l, prop: l, over: l > 1, R: R, admRate: adm, admitted: adm, degraded: degraded})
+	}
+	return s, out
+}
+
+func repeat(v float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+func TestLawStep(t *testing.T) {
+	t.Run("learns capacity below target", func(t *testing.T) {
+		s, out := lawAt(law{}, repeat(0.5, 100), 500, false)
+		if math.Abs(s.capEst-1000) > 1 || out.shed != 0 || s.shedding {
+			t.Errorf("capEst %.1f, shed %.1f, shedding %v; want 1000, 0, false", s.capEst, out.shed, s.shedding)
+		}
+	})
+	t.Run("does not shed before degradation", func(t *testing.T) {
+		s, _ := lawAt(law{capEst: 1000}, repeat(1.5, 5), 1500, false)
+		if s.shedding {
+			t.Error("shedding without a degradation level above 0")
+		}
+	})
+	t.Run("enters at the capacity, drains the backlog, sheds the rest", func(t *testing.T) {
+		s, _ := lawAt(law{}, repeat(0.5, 100), 500, false)
+		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 1.5, prop: 1.5, over: true, R: 3000, admRate: 1500, admitted: 1500, degraded: true})
+		if !out.started || !s.shedding {
+			t.Fatalf("started %v shedding %v, want an episode", out.started, s.shedding)
+		}
+		// The period admitted 1500/s against a capacity of 1000/s: 25
+		// requests of backlog, drained over drainTime (250 ms) by aiming
+		// 100/s below the capacity.
+		if math.Abs(s.target-1000) > 1 || math.Abs(s.drain-25) > 1e-6 || math.Abs(out.aim-900) > 1e-6 || math.Abs(out.shed-2100) > 1e-6 {
+			t.Errorf("target %.1f drain %.1f aim %.1f shed %.1f, want 1000, 25, 900, 2100", s.target, s.drain, out.aim, out.shed)
+		}
+	})
+	t.Run("does not enter without the signals' verdict", func(t *testing.T) {
+		// A CPU over its target with nothing waiting (signals.go): load
+		// 1.05, over false.
+		s := law{capEst: 1000}
+		s, out := s.step(lawIn{now: 0, dt: testDt, load: 1.05, prop: 1.05, R: 1100, admRate: 1050, admitted: 1050, degraded: true})
+		if s.shedding || out.shed != 0 {
+			t.Errorf("shedding %v, shed %.0f with load 1.05 not confirmed, want none", s.shedding, out.shed)
+		}
+	})
+	t.Run("never cuts below target", func(t *testing.T) {
+		s := law{capEst: 1000, shedding: true, target: 800, corr: 1, admCnt: [2]float64{40, 40}, prevLoad: 0.8}
+		s2, _ := s.step(lawIn{dt: testDt, load: 0.8, prop: 0.8, R: 3000, admRate: 800, admitted: 800})
+		if s2.target < s.target {
+			t.Errorf("target cut from %.1f to %.1f at load 0.8", s.target, s2.target)
+		}
+	})
+	t.Run("cuts above target", func(t *testing.T) {
+		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, admCnt: [2]float64{50, 50}, prevLoad: 1.25}
+		s2, _ := s.step(lawIn{dt: testDt, load: 1.25, prop: 1.25, R: 3000, admRate: 1000, admitted: 1000})
+		if s2.target >= s.target {
+			t.Errorf("target %.1f → %.1f at load 1.25, want a cut", s.target, s2.target)
+		}
+	})
+	t.Run("episode ends after the hold with nothing to shed", func(t *testing.T) {
+		hold := int64(episodeHold)
+		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, epStart: 0, lastShed: 2 * int64(time.Second)}
+		s2, out := s.step(lawIn{now: 2*int64(time.Second) + hold, dt: testDt, load: 0.5, prop: 0.5, R: 500, admRate: 500, admitted: 500})
+		if !out.ended || s2.shedding || out.epLen != 2*time.Second {
+			t.Errorf("ended %v shedding %v epLen %v, want true false 2s", out.ended, s2.shedding, out.epLen)
+		}
+	})
+}
+
+func TestCombineSignals(t *testing.T) {
+	nan := math.NaN()
+	cpu := func(v float64) SignalState { return SignalState{Name: "cpu", Value: v, Target: 0.95} }
+	queue := func(v float64) SignalState { return SignalState{Name: "queue_delay", Value: v, Target: 0.010} }
+	sched := func(v float64) SignalState { return SignalState{Name: "sched_latency", Value: v, Target: 0.050} }
+	// Each case steps a combiner through `periods` periods of the same
+	// states and checks the verdict after each.
+	tests := []struct {
+		name     string
+		states   []SignalState
+		util     []bool
+		periods  int
+		wantLoad float64
+		wantOver []bool // per period
+	}{
+		{"CPU over its target, nothing waits: busy, not overloaded (until it persists 2 s)", []SignalState{cpu(0.97), queue(0.001), sched(0.002)}, []bool{true, false, false}, utilPersist + 1, 0.97 / 0.95,
+			append(make([]bool, utilPersist), true)},
+		{"CPU over its target and a queue at half its target: overloaded from the 2nd period", []SignalState{cpu(0.97), queue(0.005), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
+			[]bool{false, true, true}},
+		{"CPU alone, no delay signal: over its target is overload from the 2nd period", []SignalState{cpu(0.97)}, []bool{true}, 2, 0.97 / 0.95, []bool{false, true}},
+		{"a queue over its target, CPU low (a slow dependency): overloaded", []SignalState{cpu(0.2), queue(0.030)}, []bool{true, false}, 2, 3, []bool{true, true}},
+		{"a delay signal without a reading confirms nothing, and is not asked", []SignalState{cpu(0.97), queue(nan)}, []bool{true, false}, 2, 0.97 / 0.95, []bool{false, true}},
+		{"everything below target", []SignalState{cpu(0.5), queue(0.004)}, []bool{true, false}, 12, 0.5 / 0.95, make([]bool, 12)},
+		{"no reading at all", []SignalState{cpu(nan), queue(nan)}, []bool{true, false}, 2, 0, []bool{false, false}},
+		{"an infinite delay counts as far over", []SignalState{queue(math.Inf(1))}, []bool{false}, 2, 100, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		c := newCombiner(tt.util)
+		for p := range tt.periods {
+			got := c.step(tt.states)
+			if math.Abs(got.load-tt.wantLoad) > 1e-9 || got.over != tt.wantOver[p] {
+				t.Errorf("%s: period %d: load %.4f over %v, want %.4f %v", tt.name, p+1, got.load, got.over, tt.wantLoad, tt.wantOver[p])
+			}
+		}
+	}
+}

@@ -1,0 +1,115 @@
+//go:build realtime
+
+// The loopback labs' acceptance criteria (issues 14 and 16): separate
+// pinned processes, three alternated runs of each variant, medians with
+// their spread. On a quiet 2-CPU machine:
+//
+//	go test -tags realtime -run TestCPUBound -count=1 -v -timeout 30m ./tools/loopback/lab/      # ~10 min
+//	go test -tags realtime -run TestRejectionCost -count=1 -v ./tools/loopback/lab/              # ~30 s
+//	go test -tags realtime -run 'TestTenants|TestLadder|TestNeighbour' -count=1 -v -timeout 30m ./tools/loopback/lab/   # ~6 min
+//
+// LAB_REPEAT (default 3) sets the repetitions, LAB_SCALE (default 1)
+// multiplies the phases' lengths, LAB_WORK (default "1ms,20ms") the CPU
+// costs of TestCPUBound; a harness check of everything in a few minutes:
+//
+//	LAB_REPEAT=1 LAB_SCALE=0.3 LAB_WORK=1ms go test -tags realtime -count=1 -v -timeout 30m ./tools/loopback/lab/
+package lab
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/levee-dev/levee/tools/backend"
+)
+
+func options(t *testing.T) Options {
+	o := Options{Repeat: 3, Scale: 1, Logf: t.Logf}
+	if v, err := strconv.Atoi(os.Getenv("LAB_REPEAT")); err == nil && v > 0 {
+		o.Repeat = v
+	}
+	if v, err := strconv.ParseFloat(os.Getenv("LAB_SCALE"), 64); err == nil && v > 0 {
+		o.Scale = v
+	}
+	return o
+}
+
+// check runs lab and asserts its criteria and a clean backend.
+func check(t *testing.T, lab *Lab) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	runs, err := lab.Execute(ctx, options(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + lab.Table(runs))
+	if bad := Clean(runs); bad != "" {
+		t.Errorf("the backend misbehaved:\n%s", bad)
+	}
+	for _, c := range lab.Checks {
+		if v := c.Value(runs); !c.Pass(v) {
+			t.Errorf("%s = %.3g, want %s", c.Label, v, c.want())
+		}
+	}
+}
+
+// TestCPUBound: 1 ms and 20 ms CPU-bound (issue 16): at 1 ms ≥ 99% served
+// at 0.9×, goodput ≥ 0.9 at 1.5× and 2×, ≥ 0.75 at 5×; at 20 ms ≥ 0.95 at
+// 2× and 5×, p50 at 2× ≤ 3× unloaded; recovery ≤ 2 s after each overload.
+func TestCPUBound(t *testing.T) {
+	works := []time.Duration{time.Millisecond, 20 * time.Millisecond}
+	if v := os.Getenv("LAB_WORK"); v != "" {
+		works = nil
+		for _, s := range strings.Split(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				t.Fatalf("LAB_WORK: %v", err)
+			}
+			works = append(works, d)
+		}
+	}
+	for _, w := range works {
+		t.Run(w.String(), func(t *testing.T) { check(t, CPUBound(w)) })
+	}
+}
+
+// TestRejectionCost states the server CPU one rejection costs (issue 16:
+// goal ≤ 12 µs), beside the CPU of a served request that does 1 µs of
+// work on the unprotected server, in the same run.
+func TestRejectionCost(t *testing.T) {
+	ctx := context.Background()
+	const rate, rounds = 1500, 3
+	var rej, served Cost
+	var err error
+	// Alternate the two, so that a neighbour's noise hits both.
+	for range rounds {
+		r, e1 := AnswerCost(ctx, backend.Levee, backend.LeveeOptions{ForceOverload: true}, rate, 1)
+		s, e2 := AnswerCost(ctx, backend.None, backend.LeveeOptions{}, rate, 1)
+		if e1 == nil && (rej.Micros == 0 || r.Micros < rej.Micros) {
+			rej = r
+		}
+		if e2 == nil && (served.Micros == 0 || s.Micros < served.Micros) {
+			served = s
+		}
+		err = errors.Join(err, e1, e2)
+	}
+	if rej.Micros == 0 || served.Micros == 0 {
+		t.Fatalf("no usable measurement: %v", err)
+	}
+	t.Logf("levee, forced to refuse everything: %.1f µs of server CPU per answer (%.0f answered in %v, %.0f rejected; idle CPU %.1f%%)",
+		rej.Micros, rej.Answered, costPhase, rej.Rejected, 100*rej.IdleShare)
+	t.Logf("unprotected, 1 µs of work: %.1f µs per answer (%.0f answered); a rejection costs %.2f× a bare answer",
+		served.Micros, served.Answered, rej.Micros/served.Micros)
+	if rej.Rejected < 0.9*rej.Answered {
+		t.Errorf("only %.0f of %.0f answers were rejections: the figure is not a rejection's", rej.Rejected, rej.Answered)
+	}
+	verdict := "met"
+	if rej.Micros > 12 {
+		verdict = "not met"
+	}
+	t.Logf("issue 16's goal, ≤ 12 µs per rejection: %s (stated, not asserted: an absolute figure of this machine)", verdict)
+}

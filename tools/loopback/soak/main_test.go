@@ -1,0 +1,15 @@
+package soak
+
+import (
+	"os"
+	"testing"
+
+	"github.com/levee-dev/levee/tools/loopback"
+)
+
+func TestMain(m *testing.M) {
+	if loopback.Hijack() {
+		return
+	}
+	os.Exit(m.Run())
+}
