@@ -26,6 +26,7 @@ import (
 	"github.com/levee-dev/levee/internal/instrument"
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/leveeprom"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
 )
@@ -53,6 +54,7 @@ type plant struct {
 	promEv    *leveeprom.EventCollector
 	throttles *throttle.Group
 	budget    *retry.Budget
+	overload  *overload.Manager
 }
 
 func newPlant(t *testing.T) *plant {
@@ -102,6 +104,14 @@ func newPlant(t *testing.T) *plant {
 	p.admin.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/levee/admin/config", nil)) // 401
 	p.probes = func() uint64 { return 42 }
 
+	p.overload = overload.New(overload.WithResources(overload.Resource{
+		Name: "memory", Unit: "bytes", Enter: [3]float64{0.8, 0.9, 0.95},
+		Read: func() overload.Reading { return overload.Reading{Value: 0.97, Used: 970, Limit: 1000} },
+	}))
+	p.overload.Step(t0)
+	p.overload.EnterAt(t0, levee.Sheddable, 0) // refused: critical only
+	p.overload.Step(t0.Add(time.Second))
+
 	p.budget = retry.NewBudget(retry.WithRatio(0.1, 10*time.Second), retry.WithFloor(1, time.Minute))
 	for i := range 20 {
 		p.budget.RequestAt(t0.Add(time.Duration(i) * time.Millisecond))
@@ -126,6 +136,7 @@ func (p *plant) observeAll(t *testing.T, mp *sdkmetric.MeterProvider, opts ...Op
 		second(ObserveBudget(meter, p.budget, opts...)),
 		second(ObserveProbes(meter, p.probes, opts...)),
 		second(ObserveConfig(meter, p.reloader, p.admin, opts...)),
+		second(ObserveOverload(meter, p.overload, opts...)),
 	} {
 		if err != nil {
 			t.Fatal(err)
@@ -142,7 +153,8 @@ func (p *plant) prometheusRegistry(t *testing.T) *prometheus.Registry {
 	tc.AddGroup(p.throttles)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(leveeprom.NewAdmitCollector(p.ctl), p.promEv, tc, leveeprom.NewBudgetCollector(p.budget),
-		leveeprom.NewProbeCollector(p.probes), leveeprom.NewConfigCollector(p.reloader, p.admin))
+		leveeprom.NewProbeCollector(p.probes), leveeprom.NewConfigCollector(p.reloader, p.admin),
+		leveeprom.NewOverloadCollector(p.overload))
 	return reg
 }
 

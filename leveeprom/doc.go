@@ -78,6 +78,20 @@
 //	levee_admin_unauthorized_total                  counter  admin requests refused with 401
 //	levee_admin_changes_total                       counter  admin requests that changed something
 //
+// Overload manager (OverloadCollector, reading overload.Manager's Status):
+//
+//	levee_overload_level                            gauge    0 normal, 1 elevated, 2 high, 3 critical
+//	levee_overload_resource_ratio{signal}           gauge    reading against the thresholds (fraction of the limit)
+//	levee_overload_resource_used{signal}            gauge    in use, in the resource's unit (bytes, goroutines, descriptors)
+//	levee_overload_resource_limit{signal}           gauge    its limit, in the same unit
+//	levee_overload_resource_level{signal}           gauge    the level the resource puts the process at
+//	levee_overload_action_active{kind}              gauge    1 while the action is active
+//	levee_overload_action_active_seconds_total{kind} counter time the action was active
+//	levee_overload_refusals_total{criticality,kind} counter  refused by the gate: critical_only, large_body, in_flight
+//	levee_overload_in_flight                        gauge    requests in flight through the gate
+//	levee_overload_in_flight_cap                    gauge    cap on CRITICAL requests in flight (0: none)
+//	levee_overload_collections_total                counter  garbage collections forced for a stale heap reading
+//
 // Client (ThrottleCollector, BudgetCollector):
 //
 //	levee_throttle_requests_total{backend,criticality}     counter  attempted, local rejections included

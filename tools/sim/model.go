@@ -11,6 +11,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -221,6 +222,7 @@ type instance struct {
 	// levee's own signals, driven by virtual time: CPU reads the busy
 	// core-time, queue delay observes each request's wait for a core.
 	ctrl       *admit.Controller
+	ov         *overload.Manager // the memory rule of a protected instance (memory.go)
 	cpu        *pressure.CPU
 	qd         *pressure.QueueDelay
 	downstream *caller // the client of the tier's downstream calls
@@ -694,6 +696,9 @@ func (w *world) arrive(in *instance, j *job) {
 		w.outcome(c, errRefused)
 		return
 	}
+	if w.memoryGate(in, j) {
+		return
+	}
 	// in-flight list
 	j.next = in.head.next
 	j.prev = &in.head
@@ -709,7 +714,7 @@ func (w *world) arrive(in *instance, j *job) {
 	}
 	in.q[(in.qh+in.qn)%len(in.q)] = j
 	in.qn++
-	if lim := in.memLimit(); lim > 0 && in.inflight > lim {
+	if lim := in.memLimit(); in.memory() > 1 {
 		w.crash(in, fmt.Sprintf("in-flight %d over memory limit %d (queued %d, running %d, waiting on downstream %d); %d attempts arrived in the last second, nominal capacity %.0f/s",
 			in.inflight, lim, in.qn, in.busy, in.inflight-in.qn-in.busy, in.lastSecond(), in.nominal()), "memory")
 		return
@@ -870,6 +875,9 @@ func (w *world) respond(j *job, err error) {
 	j.prev.next = j.next
 	j.next.prev = j.prev
 	in.inflight--
+	if in.ov != nil {
+		in.ov.Exit()
+	}
 	if j.admitted {
 		done := err
 		if j.gone {
@@ -911,7 +919,7 @@ func (w *world) crash(in *instance, cause, kind string) {
 		in.q[i] = nil
 	}
 	in.qh, in.qn, in.inflight = 0, 0, 0
-	in.ctrl = nil
+	in.ctrl, in.ov = nil, nil
 	for _, j := range lost {
 		if j.state == jRunning {
 			d := w.now - j.svcStart
@@ -986,6 +994,7 @@ func (w *world) startProcess(in *instance) {
 			admit.WithPeriod(w.s.Levee.Period.D()),
 			admit.WithSeed(w.rng.Uint64()),
 		)
+		in.ov = w.newOverload(in)
 	}
 	if d := t.cfg.Downstream; d != nil {
 		in.downstream = w.newCaller(w.byName[d.Target], &d.Retry, d.Timeout.D(), nil, 0)

@@ -328,6 +328,9 @@ func (w *world) control() {
 		if in.ctrl != nil {
 			in.ctrl.Step(at(w.now))
 		}
+		if in.ov != nil {
+			in.ov.Step(at(w.now))
+		}
 		in.util[b] += float32(util) / ticksPerBucket
 		in.inflightMax[b] = max(in.inflightMax[b], float32(in.inflight))
 		if in.capacity() < 0.999 && in.state[b] == 0 {

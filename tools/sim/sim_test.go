@@ -479,6 +479,7 @@ func TestNoPolicyCode(t *testing.T) {
 		"github.com/levee-dev/levee/retry":              true,
 		"github.com/levee-dev/levee/throttle":           true,
 		"github.com/levee-dev/levee/pressure":           true,
+		"github.com/levee-dev/levee/overload":           true,
 		"github.com/levee-dev/levee/fleet":              true,
 		"github.com/levee-dev/levee/tools/report":       true,
 		"github.com/levee-dev/levee/tools/report/chart": true,
