@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -151,7 +152,7 @@ func NewOverload(m *overload.Manager, opts ...OverloadOption) *Overload {
 			return r.Header[name]
 		},
 		Trust: o.cfg.trust,
-		Peer:  func(*http.Request) string { return "" },
+		Peer:  func(*http.Request) (string, netip.Addr) { return "", netip.Addr{} },
 	}
 	m.Attach(o)
 	return o
