@@ -247,6 +247,7 @@ func (t *Ticket) DoneAt(now time.Time, err error) {
 func (t *Ticket) finish(now int64, err error) {
 	t.flags |= ticketDone
 	c := t.c
+	c.completed.Add(1)
 	if t.flags&ticketSlot != 0 {
 		t.flags &^= ticketSlot
 		c.runq.release()

@@ -63,9 +63,13 @@ type Quota struct {
 // means overload; a utilisation (a signal with a Saturation method, such
 // as pressure.CPU) above its Target means overload only when a delay
 // signal sees work wait, or none is configured, or it stays above for 2 s
-// (the package documentation, "How signals combine"). Nil signals are
-// ignored. Without signals nothing is ever shed for overload (deadlines
-// and quotas still apply).
+// (the package documentation, "How signals combine"). A signal with a
+// Capacity() float64 method (pressure.Concurrency) watches a bottleneck:
+// when it binds, an overload episode starts from the throughput it
+// measures (or, until it has one, the rate tickets are done at), not from
+// the capacity learned while the CPU bound. Nil signals are ignored.
+// Without signals nothing is ever shed for overload (deadlines and quotas
+// still apply).
 func WithSignals(s ...levee.Signal) Option {
 	return func(c *config) {
 		for _, x := range s {

@@ -111,6 +111,7 @@ type Controller struct {
 	would      [levee.NumCriticalities][levee.NumReasons]atomic.Uint64 // dry-run: would have been rejected
 	downstream atomic.Uint64
 	gone       atomic.Uint64
+	completed  counter // tickets done: what the handlers finished
 	ring       fairq.Ring
 	routes     routeTable
 	runq       runQueue
@@ -264,6 +265,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 			cnt.would[cr][r] = c.would[cr][r].Load()
 		}
 	}
+	cnt.completed = c.completed.Load()
 	dry := c.dry.Load()
 	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst})
 	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, time.Duration(dt))
@@ -282,7 +284,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	var lo lawOut
 	c.law, lo = c.law.step(lawIn{now: now, dt: time.Duration(dt), load: load, R: m.R, admRate: m.admRate,
 		admitted: m.admitted, prop: sig.prop, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped,
-		dry: dry})
+		dry: dry, bottleneck: c.bottleneck(sig, m.completed)})
 	ra := c.episodes.step(episodeIn{now: now, shedding: c.law.shedding, epStart: c.law.epStart,
 		ended: lo.ended, epLen: lo.epLen, period: c.cfg.period})
 
@@ -358,6 +360,25 @@ func (c *Controller) readSignals() reading {
 	r := c.combine.step(st)
 	c.loadBits.Store(math.Float64bits(r.load))
 	return r
+}
+
+// bottleneck returns the throughput of the bottleneck the binding signal
+// watches, when it is over its target and watches one (see signals.go),
+// else 0: the signal's own measure, or until it has one, the rate the
+// handlers completed requests at in the period (completed): while requests
+// wait for a saturated bottleneck, that is what it serves.
+func (c *Controller) bottleneck(r reading, completed float64) float64 {
+	if r.bind < 0 || !(r.load > 1) {
+		return 0
+	}
+	b, ok := c.cfg.signals[r.bind].(bottleneck)
+	if !ok {
+		return 0
+	}
+	if v := b.Capacity(); v > 0 && !math.IsInf(v, 0) {
+		return v
+	}
+	return completed
 }
 
 // publish sets the rejection errors Admit hands out: their Retry-After

@@ -43,7 +43,10 @@
 //	        (the signal would show the flood a period or two later); until
 //	        then admissions beyond 2K a period are shed by the ladder down to
 //	        K (surge.go)
-//	  over and degradation already up → shed, target A = K ÷ load (≤ K), and first drain
+//	  over and degradation already up → shed, target A = K ÷ load (≤ K) — or, when the
+//	        binding signal watches a bottleneck (pressure.Concurrency: a dependency's
+//	        pool), A = what it completes (its Capacity, else the handlers' completion
+//	        rate) — and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated),
 //	        shedding more only where A already sheds: the ladder's partly shed

@@ -29,7 +29,7 @@ type law struct {
 	admCnt   [2]float64              // admitted in the last two periods (newest first)
 	rateHist [lagPeriods + 1]float64 // admitted rate, last periods
 	ratePos  int
-	admHist  [lagPeriods + 2]float64 // admitted above capacity, per period
+	admHist  [lagPeriods + 2]periodCount // admitted, last periods
 	histPos  int
 }
 
@@ -48,7 +48,14 @@ type lawIn struct {
 	degraded bool          // the degradation level was above 0 before this period
 	snapped  bool          // the last plan held a criticality boundary
 	dry      bool          // dry-run: nothing is shed, the aim is estimated
+	// bottleneck is the throughput (requests/s) of the bottleneck the
+	// binding signal measures (a dependency's pool: pressure.Concurrency's
+	// Capacity), 0 when the binding signal measures none.
+	bottleneck float64
 }
+
+// periodCount is what one period admitted, and its length.
+type periodCount struct{ n, sec float64 }
 
 // lawOut is what the law decided for the next period.
 type lawOut struct {
@@ -86,7 +93,7 @@ func (s law) step(in lawIn) (law, lawOut) {
 	// towards admitted ÷ load (lag-aligned), with a slow integral of the
 	// load error.
 	admCount := in.admitted * sec
-	s.admHist[s.histPos%len(s.admHist)] = admCount - s.capEst*sec
+	s.admHist[s.histPos%len(s.admHist)] = periodCount{admCount, sec}
 	s.histPos++
 	if !s.shedding && R > 0 && in.degraded && (in.over || in.flood && in.wasFlood) {
 		s = s.enter(in)
@@ -124,13 +131,21 @@ func (s law) step(in lawIn) (law, lawOut) {
 func (s law) enter(in lawIn) law {
 	s.shedding = true
 	s.epStart, s.lastShed = in.now, in.now
+	if in.bottleneck > 0 {
+		// The binding signal measures its bottleneck's throughput (a
+		// dependency slowed down behind a pool): that is the capacity
+		// now, whatever the CPU-bound periods before taught. Aim at it,
+		// and drain what was admitted above it while the signal rose.
+		s.target = in.bottleneck
+		return s.startDrain(in.bottleneck)
+	}
 	if in.flood && in.wasFlood && s.capEst > 0 {
 		// Entered on a flood seen in the arrivals: whatever the signals
 		// read now is the backlog the flood built before the first
 		// shedding Step, not lost capacity. Aim at the capacity learned
 		// before it and drain the backlog (below).
 		s.target = s.capEst
-		return s.startDrain()
+		return s.startDrain(s.capEst)
 	}
 	// A delay signal is not proportional to the admitted rate: a spike
 	// of it says "over", not by how much. Clamp as the law does.
@@ -145,7 +160,7 @@ func (s law) enter(in lawIn) law {
 	if s.capEst > 0 && s.capEst < s.target {
 		s.target = s.capEst
 	}
-	return s.startDrain()
+	return s.startDrain(s.capEst)
 }
 
 // estimate replaces steering in dry-run: nothing is shed, so the signals
@@ -162,16 +177,17 @@ func (s law) estimate(in lawIn) law {
 	return s
 }
 
-// startDrain sets the episode's drain: the backlog admitted above the
-// capacity in the last periods, drained by aiming below the target.
-func (s law) startDrain() law {
+// startDrain sets the episode's drain: the backlog admitted above
+// capacity (requests/s) in the last periods, drained by aiming below the
+// target. Without a capacity there is no model to drain by.
+func (s law) startDrain(capacity float64) law {
 	s.capStart = s.target
 	s.drain = 0
 	s.sawOver = false
 	s.under, s.idle = 0, 0
-	if s.capEst > 0 { // without an estimate there is no model to drain by
+	if capacity > 0 {
 		for _, x := range s.admHist {
-			s.drain += max(0, x)
+			s.drain += max(0, x.n-capacity*x.sec)
 		}
 	}
 	s.corr = 1

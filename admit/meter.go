@@ -12,9 +12,10 @@ import (
 // criticality, rejections per criticality and reason, and in dry-run the
 // requests admitted that would have been rejected.
 type counts struct {
-	arrivals [levee.NumCriticalities]uint64
-	rejected [levee.NumCriticalities][levee.NumReasons]uint64
-	would    [levee.NumCriticalities][levee.NumReasons]uint64
+	arrivals  [levee.NumCriticalities]uint64
+	rejected  [levee.NumCriticalities][levee.NumReasons]uint64
+	would     [levee.NumCriticalities][levee.NumReasons]uint64
+	completed uint64 // tickets done
 }
 
 // meter is the first stage of a control period: it turns the accept
@@ -50,6 +51,8 @@ type meterOut struct {
 	// every request not really rejected); admRate the admitted rate
 	// smoothed.
 	arrived, eligible, admitted, admRate float64
+	// completed is this period's rate of tickets done.
+	completed float64
 	// jump: the arrival rate changed too much to be noise and was taken
 	// at once.
 	jump bool
@@ -81,6 +84,7 @@ func (m *meter) step(in meterIn) meterOut {
 		out.admitted += max(0, float64(dA)-float64(dD)-float64(dQ)-float64(dO)) / sec
 		out.arrived += float64(dA) / sec
 	}
+	out.completed = float64(in.counts.completed-m.prev.completed) / sec
 	m.prev = in.counts
 	// Arrival rates: smoothed over a second (their noise would move the
 	// ladder position every period), but a flood or a drop of a third or

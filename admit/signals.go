@@ -50,6 +50,14 @@ const (
 // returns the reading at which the resource is fully used.
 type saturating interface{ Saturation() float64 }
 
+// bottleneck is a signal that measures the throughput of what it watches
+// (pressure.Concurrency: the rate a dependency's pool completes while
+// requests wait for it; 0 while nothing waits). When it binds, that rate
+// is the capacity an overload episode starts from (law.go): the capacity
+// learned from the CPU before a dependency slowed down says nothing about
+// the pool.
+type bottleneck interface{ Capacity() float64 }
+
 // reading is the signals' verdict for one period.
 type reading struct {
 	load float64 // max over signals of value ÷ target; 0 when none reads
@@ -58,6 +66,8 @@ type reading struct {
 	// much; the law divides by prop, not by a delay.
 	prop float64
 	over bool // overloaded by the rule above, persisted
+	// bind is the index of the signal with the largest load, -1 for none.
+	bind int
 }
 
 // combiner is the stage that applies the rule; it keeps how long each
@@ -74,7 +84,7 @@ func newCombiner(util []bool) combiner {
 
 // step combines one period's states.
 func (c *combiner) step(states []SignalState) reading {
-	var r reading
+	r := reading{bind: -1}
 	delays, delayHalf, delayOver, utils := 0, false, false, 0
 	for i, s := range states {
 		l := s.Load()
@@ -84,6 +94,9 @@ func (c *combiner) step(states []SignalState) reading {
 		}
 		if math.IsInf(l, 0) {
 			l = 100
+		}
+		if l > r.load {
+			r.bind = i
 		}
 		r.load = max(r.load, l)
 		if l > 1 {

@@ -192,6 +192,18 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("shedding %v, capEst %.0f after 12 periods at load 1.1 admitting %.0f/s, want ≈ %.0f", s.shedding, s.capEst, out.aim-out.drain, want)
 		}
 	})
+	t.Run("a binding bottleneck's throughput is the capacity at entry", func(t *testing.T) {
+		// The CPU-bound periods before taught 4000/s; a dependency
+		// slowed down and its pool completes 160/s: the episode aims at
+		// 160/s and drains what the last periods admitted above it.
+		s, _ := lawAt(law{}, repeat(0.25, 100), 1000, false)
+		s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 6, prop: 0.2, over: true, R: 1000, admRate: 1000, admitted: 1000,
+			degraded: true, bottleneck: 160})
+		backlog := 4 * (1000 - 160) * testDt.Seconds() // the last four periods' admissions above 160/s
+		if !out.started || math.Abs(s.target-160) > 1e-9 || math.Abs(s.drain-backlog) > 1 || math.Abs(s.capEst-4000) > 10 {
+			t.Errorf("started %v target %.0f drain %.1f capEst %.0f, want an episode at 160 draining %.0f, the learned capacity kept", out.started, s.target, s.drain, s.capEst, backlog)
+		}
+	})
 	t.Run("does not shed before degradation", func(t *testing.T) {
 		s, _ := lawAt(law{capEst: 1000}, repeat(1.5, 5), 1500, false)
 		if s.shedding {

@@ -29,8 +29,7 @@ type poolPlant struct {
 	ctrl *admit.Controller
 	set  *pressure.Set
 
-	showDeadline bool    // pass the attempt's deadline to admission
-	capSlow      float64 // the concurrency signal's Capacity in the slow phase
+	capSlow float64 // the concurrency signal's Capacity in the slow phase
 
 	cpu     time.Duration
 	pool    int
@@ -153,17 +152,7 @@ func (p *poolPlant) send(a poolAttempt, now time.Time) {
 	a.attempts++
 	j := &poolJob{a: a, deadline: p.now + time.Second, started: p.now}
 	p.set.Queue.Observe(0)
-	// The attempt's deadline is not shown to admission (showDeadline is
-	// false): the route's learned service time, fed by the handler runs
-	// of the pile-up that last a second, then refuses every 1 s request
-	// as "cannot meet" for good, after the recovery too — issue 14's
-	// lockout, measured here: 0/s served after the recovery. The signals
-	// and the accounting keep the deadline.
-	var dl time.Time
-	if p.showDeadline {
-		dl = at(int64(j.deadline))
-	}
-	t, err := p.ctrl.AdmitAt(vctx{dl}, now)
+	t, err := p.ctrl.AdmitAt(vctx{at(int64(j.deadline))}, now)
 	if err != nil {
 		p.sec().rejected++
 		p.again(a)
@@ -229,10 +218,13 @@ func (p *poolPlant) totals(from, to int) (good, late, runs int, p99 time.Duratio
 
 // TestPoolDependency: a dependency behind a pool of 8 connections slows
 // from 5 ms to 50 ms for 20 s at a constant 0.7 of what the pool serves
-// at 5 ms (issue 16's slow-dependency shape, on virtual time). levee must
-// see it although the CPU stays low, serve the pool's 160/s without late
-// work once the requests that piled up while it reacted have drained, and
-// serve everything again within 2 s of the recovery. Without the
+// at 5 ms (issue 16's slow-dependency shape, on virtual time; every
+// attempt's 1 s deadline given to admission). levee must see it although
+// the CPU stays low, serve ≥ 0.9 of the pool's 160/s over the slow phase
+// with ≤ 5% of handler runs late (its first cut aims at what the pool
+// completes, not at the capacity the CPU-bound periods before implied:
+// before, 0.86 and 13–14% late, all from the pile the first seconds
+// admitted), and serve everything again within 2 s of the recovery. Without the
 // concurrency signal it sees nothing: the pile grows to the clients'
 // retries, every run ends after its caller has gone, and nothing is
 // served even after the dependency recovered.
@@ -260,8 +252,8 @@ func TestPoolDependency(t *testing.T) {
 		if got := float64(before) / 8; got < 0.98*p.offered {
 			t.Errorf("seed %d: %.0f/s before the slowdown; want all of %.0f", seed, got, p.offered)
 		}
-		if got := float64(slow) / 20 / 160; got < 0.8 {
-			t.Errorf("seed %d: %.2f of the pool's capacity served over the slow phase; want ≥ 0.8", seed, got)
+		if got := float64(slow) / 20 / 160; got < 0.9 || late > runs/20 {
+			t.Errorf("seed %d: %.2f of the pool's capacity served over the slow phase, %d of %d runs late; want ≥ 0.9 and ≤ 5%%", seed, got, late, runs)
 		}
 		if got := float64(settled) / 16 / 160; got < 0.95 || lateSettled > runsSettled/100 {
 			t.Errorf("seed %d: from the 4th second of the slowdown %.2f of the pool's capacity served, %d of %d runs late; want ≥ 0.95 and ≤ 1%%",
