@@ -113,3 +113,16 @@ func TestRejectionCost(t *testing.T) {
 	}
 	t.Logf("issue 16's goal, ≤ 12 µs per rejection: %s (stated, not asserted: an absolute figure of this machine)", verdict)
 }
+
+// TestTenants: 2,000 trusted tenant ids at 3× keep ≥ 0.95 of one tenant's
+// goodput in the same run; ≥ 95% served within 2 s after (issue 14).
+func TestTenants(t *testing.T) { check(t, Tenants()) }
+
+// TestLadder: 2× over four criticalities: CRITICAL_PLUS ≥ 99%, CRITICAL
+// ≥ 75%, each SHEDDABLE level ≤ 10%, total within 5% of the same load
+// without levels (issue 16).
+func TestLadder(t *testing.T) { check(t, Ladder()) }
+
+// TestNeighbour: a tenant at 5× beside nine at 0.3× in all: the nine
+// served ≥ 99% (issue 16).
+func TestNeighbour(t *testing.T) { check(t, Neighbour()) }
