@@ -218,8 +218,9 @@ type concState struct {
 	starts startRing
 	ev     evidence
 
-	service    float64 // no-wait service time B, seconds; 0 = not learned yet
-	throughput float64 // ended requests per second in the latest evidence
+	service    float64       // no-wait service time B, seconds; 0 = not learned yet
+	throughput float64       // ended requests per second in the latest evidence
+	sinceEmpty time.Duration // since a sample found the handler empty
 	elasticity float64
 	latency    float64 // seconds, of the latest complete evidence
 	waiting    bool
@@ -238,6 +239,14 @@ type concState struct {
 	lastFroze                        bool
 }
 
+// tolerance is how much longer than f·B a request may take before it
+// counts as waiting: halfway to the latency target's ratio.
+func tolerance(cfg concConfig) float64 { return 1 + (cfg.ratio-1)/2 }
+
+// restartServiceTimes is how many service times (tol·f·B) after the
+// handler was last empty its young requests are known not to queue.
+const restartServiceTimes = 4
+
 // contention returns the latency factor CPU sharing explains at CPU share u.
 func contention(u float64) float64 {
 	return 1 / (1 - math.Min(math.Max(u, 0), maxCPUShare))
@@ -251,6 +260,10 @@ func (s *concState) step(w *window, cfg concConfig) {
 		ended += n
 	}
 	X := s.rate.Update(float64(ended)/w.dt.Seconds(), w.dt)
+	s.sinceEmpty += w.dt
+	if w.inflight < 1 {
+		s.sinceEmpty = 0
+	}
 	lambda := s.arrive.Update(float64(w.starts)/w.dt.Seconds(), w.dt)
 	s.starts.push(w.dt, w.starts)
 	s.ev.add(w)
@@ -288,6 +301,17 @@ func (s *concState) step(w *window, cfg concConfig) {
 		s.served = math.Min(s.inflight, math.Min(math.Max(s.starts.within(seconds(f*s.service)), done), cfg.ratio*done))
 	}
 	s.queue = math.Max(0, s.inflight-s.served)
+	if young := tolerance(cfg) * f * s.service; s.sinceEmpty.Seconds() <= restartServiceTimes*young && s.inflight-s.starts.within(seconds(young)) < 1 {
+		// The handler was empty a few service times ago — an upstream
+		// silence, or admission shedding everything — and no request has
+		// been in it longer than one takes: nobody waits behind anyone,
+		// whatever the completions say. After a silence nothing completes
+		// for a service time; long requests read as a queue would keep a
+		// controller cutting, fewer would complete, and the server could
+		// stay shut long after its overload. A bottleneck's queue still
+		// shows as soon as its oldest requests outlast tol·f·B.
+		s.queue = 0
+	}
 	s.allowed = math.Max(float64(cfg.minQueue), (s.target/s.service-1)*s.served)
 	raw := s.queue / s.allowed
 	if s.waiting && capacity > 0 {
@@ -316,7 +340,7 @@ func (s *concState) learn(cfg concConfig, cpu float64, frozen bool) {
 	s.latency, s.elasticity = R, e
 	s.throughput = float64(ev.count()) / ev.dur.Seconds()
 	f := contention(cpu)
-	tol := 1 + (cfg.ratio-1)/2
+	tol := tolerance(cfg)
 	q, kq := ev.quiet()
 	switch {
 	case s.service == 0:

@@ -383,3 +383,41 @@ func TestConcurrencyOptions(t *testing.T) {
 		t.Errorf("zero and nil options: %+v; want the defaults (and the 1m ceiling given)", c.cfg)
 	}
 }
+
+// TestRestartAfterSilence: a handler whose requests take long (a 1 s or
+// 300 ms dependency with room for all) stops receiving requests for two
+// seconds — an upstream outage, or admission shedding everything — and
+// then gets its normal load back. For the first service time after the
+// restart nothing can complete, by physics; the requests in flight are
+// young, nobody waits, and the signal must not read them as a queue (it
+// did: completions near zero capped "served", the controller cut, fewer
+// completed, and a server could stay shut long after its overload).
+func TestRestartAfterSilence(t *testing.T) {
+	for _, dep := range []time.Duration{300 * time.Millisecond, time.Second} {
+		s := newServer(6)
+		s.pool, s.cpu = 1000, 200*time.Microsecond
+		s.dep = func(time.Duration) time.Duration { return dep }
+		s.deadline = 10 * time.Second
+		s.cpuOff = true
+		s.rate = func(t time.Duration) float64 {
+			if t >= 10*time.Second && t < 12*time.Second {
+				return 0
+			}
+			return 100
+		}
+		s.run(20 * time.Second)
+		if f := s.tripped(time.Second, 10*time.Second); f > 0 {
+			t.Errorf("dependency %v: tripped in %.3f of the periods before the silence; want none", dep, f)
+		}
+		if f := s.tripped(12*time.Second, 20*time.Second); f > 0 {
+			t.Errorf("dependency %v: tripped in %.3f of the periods after the silence; want none", dep, f)
+		}
+		offered, admitted := 0, 0
+		for _, b := range s.stats[12:20] {
+			offered, admitted = offered+b.offered, admitted+b.admitted
+		}
+		if admitted < offered*99/100 {
+			t.Errorf("dependency %v: %d of %d requests admitted after the restart; want ≥ 99%%", dep, admitted, offered)
+		}
+	}
+}
