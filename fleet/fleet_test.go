@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -47,6 +48,50 @@ func TestFleetQuotaHolds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnderQuotaServedFromTheStart: a tenant far under its quota is not
+// refused while its leases are first shared out, whether the fleet starts
+// at once, the tenant starts on every instance at once, or an instance
+// joins. Each instance's first claim asks for no more than its local share;
+// before, the first instance to exchange asked for all but one reserve
+// and the last one was granted nothing: every request of the tenant
+// refused there for a period or two.
+func TestUnderQuotaServedFromTheStart(t *testing.T) {
+	const q, period, cost = 3.0, 100 * time.Millisecond, 200 * time.Microsecond
+	for _, shape := range []string{"fleet starts", "tenant starts", "instance joins"} {
+		for _, n := range []int{3, 10, 30} {
+			for _, frac := range []float64{0.1, 0.9} {
+				t.Run(fmt.Sprintf("%s/%d/%.1f", shape, n, frac), func(t *testing.T) {
+					f := newVFleet(t, Config{Tenants: map[string]Quota{"u": {Cores: q}, "bg": {Cores: 1}}}, n, WithPeriod(period))
+					per := frac * q / float64(n) // the tenant's demand on each instance
+					for i := range n {
+						f.load(i, "bg", 0.05, cost)
+						if shape != "tenant starts" {
+							f.load(i, "u", per, cost)
+						}
+					}
+					last := f.inst[n-1]
+					switch shape {
+					case "tenant starts":
+						f.run(3 * time.Second)
+						for i := range n {
+							f.load(i, "u", per, cost)
+						}
+					case "instance joins":
+						last.dead = true
+						f.run(3 * time.Second)
+						last.dead, last.next = false, f.now
+					}
+					f.reset()
+					f.run(3 * time.Second)
+					if ref, off := f.refused("u"); ref > 0 {
+						t.Errorf("%d of %d requests of a tenant at %.0f%% of its quota refused, want none", ref, off, 100*frac)
+					}
+				})
+			}
+		}
 	}
 }
 

@@ -337,6 +337,14 @@ func (l *Limiter) claim(e *entry) (Claim, bool) {
 		}
 	}
 	c.Target = target(q, r.wants, sumW, n)
+	if !r.claimed {
+		// A first claim (the tenant new here, or back after an idle
+		// spell) knows the others' demand only from an old view or not
+		// at all: it asks for no more than the local share it enforced
+		// until now, so that when the tenant starts on every instance at
+		// once the first to exchange cannot take what the last needs.
+		c.Target = math.Min(c.Target, q/float64(max(1, l.rs.live)))
+	}
 	return c, true
 }
 
