@@ -1,8 +1,13 @@
 package fleet
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"math"
 	"testing"
 	"time"
@@ -92,6 +97,67 @@ func TestUnderQuotaServedFromTheStart(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestStoreStateLoggedOnce: every change of the store's state is logged
+// once, the way back included — also when the store did not answer the
+// instance's first exchanges (a slow first dial), which used to be
+// logged as lost and never as found.
+func TestStoreStateLoggedOnce(t *testing.T) {
+	down := errors.New("connection refused")
+	tests := []struct {
+		name  string
+		fails []bool // per round: the exchange fails
+		want  []string
+	}{
+		{"first exchange fails", []bool{true, false, false},
+			[]string{"exchange with the store failed", "store unreachable", "store reachable"}},
+		{"one exchange fails", []bool{false, true, false},
+			[]string{"exchange with the store failed", "store reachable"}},
+		{"outage past the TTL", []bool{false, true, true, true, true, true, false, true, false},
+			[]string{"exchange with the store failed", "store unreachable", "store reachable",
+				"exchange with the store failed", "store reachable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			l, err := New(Config{Tenants: map[string]Quota{"t": {Cores: 1}}}, WithCPU(nil),
+				WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+					ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+						if a.Key == slog.TimeKey {
+							return slog.Attr{}
+						}
+						return a
+					}}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := NewMemStore(nil)
+			now := time.Unix(1_000_000, 0)
+			for _, fail := range tt.fails {
+				r := l.BeginRound(now)
+				var err error
+				if fail {
+					err = down
+				} else {
+					err = store.Exchange(context.Background(), r)
+				}
+				l.FinishRound(now, r, err)
+				now = now.Add(l.Period())
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				for _, m := range []string{"exchange with the store failed", "store unreachable", "store reachable"} {
+					if strings.Contains(line, "fleet: "+m) {
+						got = append(got, m)
+					}
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("logged %q, want %q:\n%s", got, tt.want, buf.String())
+			}
+		})
 	}
 }
 

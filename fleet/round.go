@@ -363,7 +363,9 @@ func (l *Limiter) FinishRound(now time.Time, r *Round, err error) {
 	rs.exchanges++
 	rs.exchDur = now.Sub(r.sent)
 	if err == nil {
-		if !rs.storeOK && rs.everOK {
+		if !rs.storeOK {
+			// Said also when the store answers for the first time after
+			// failed exchanges: their failure (and fallback) was logged.
 			l.log(slog.LevelInfo, "fleet: store reachable again", "after_errors", rs.errors)
 		}
 		rs.storeOK, rs.everOK, rs.lastOK = true, true, r.sent
