@@ -65,6 +65,7 @@
 //	  wants  = demand smoothed over ~50 requests (a round's weight: requests ÷ 50, in [0.05, 0.5])
 //	  target = wants·(q − r)/Σwants, r = (q − Σwants)/(n+1)   when the fleet wants ≤ q
 //	         = q·wants/Σwants                                  when it wants more
+//	         at most q ÷ live instances on a tenant's first claim here (new, or back after idling)
 //	  store:   has = min(target, q − Σ others' has); entries older than the TTL (store's clock) dropped
 //	  bucket:  GCRA at rate has (cores), tolerance = burst ÷ q seconds (a quarter for SHEDDABLE,
 //	           half for SHEDDABLE_PLUS), at least one request's cost

@@ -1,8 +1,14 @@
 package fleet
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -45,6 +51,111 @@ func TestFleetQuotaHolds(t *testing.T) {
 				if ref, off := f.refused("t"); ref > off/100 {
 					t.Errorf("t under quota: %d of %d refused, want ≤ 1%%", ref, off)
 				}
+			}
+		})
+	}
+}
+
+// TestUnderQuotaServedFromTheStart: a tenant far under its quota is not
+// refused while its leases are first shared out, whether the fleet starts
+// at once, the tenant starts on every instance at once, or an instance
+// joins. Each instance's first claim asks for no more than its local share;
+// before, the first instance to exchange asked for all but one reserve
+// and the last one was granted nothing: every request of the tenant
+// refused there for a period or two.
+func TestUnderQuotaServedFromTheStart(t *testing.T) {
+	const q, period, cost = 3.0, 100 * time.Millisecond, 200 * time.Microsecond
+	for _, shape := range []string{"fleet starts", "tenant starts", "instance joins"} {
+		for _, n := range []int{3, 10, 30} {
+			for _, frac := range []float64{0.1, 0.9} {
+				t.Run(fmt.Sprintf("%s/%d/%.1f", shape, n, frac), func(t *testing.T) {
+					f := newVFleet(t, Config{Tenants: map[string]Quota{"u": {Cores: q}, "bg": {Cores: 1}}}, n, WithPeriod(period))
+					per := frac * q / float64(n) // the tenant's demand on each instance
+					for i := range n {
+						f.load(i, "bg", 0.05, cost)
+						if shape != "tenant starts" {
+							f.load(i, "u", per, cost)
+						}
+					}
+					last := f.inst[n-1]
+					switch shape {
+					case "tenant starts":
+						f.run(3 * time.Second)
+						for i := range n {
+							f.load(i, "u", per, cost)
+						}
+					case "instance joins":
+						last.dead = true
+						f.run(3 * time.Second)
+						last.dead, last.next = false, f.now
+					}
+					f.reset()
+					f.run(3 * time.Second)
+					if ref, off := f.refused("u"); ref > 0 {
+						t.Errorf("%d of %d requests of a tenant at %.0f%% of its quota refused, want none", ref, off, 100*frac)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestStoreStateLoggedOnce: every change of the store's state is logged
+// once, the way back included — also when the store did not answer the
+// instance's first exchanges (a slow first dial), which used to be
+// logged as lost and never as found.
+func TestStoreStateLoggedOnce(t *testing.T) {
+	down := errors.New("connection refused")
+	tests := []struct {
+		name  string
+		fails []bool // per round: the exchange fails
+		want  []string
+	}{
+		{"first exchange fails", []bool{true, false, false},
+			[]string{"exchange with the store failed", "store unreachable", "store reachable"}},
+		{"one exchange fails", []bool{false, true, false},
+			[]string{"exchange with the store failed", "store reachable"}},
+		{"outage past the TTL", []bool{false, true, true, true, true, true, false, true, false},
+			[]string{"exchange with the store failed", "store unreachable", "store reachable",
+				"exchange with the store failed", "store reachable"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			l, err := New(Config{Tenants: map[string]Quota{"t": {Cores: 1}}}, WithCPU(nil),
+				WithLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+					ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+						if a.Key == slog.TimeKey {
+							return slog.Attr{}
+						}
+						return a
+					}}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := NewMemStore(nil)
+			now := time.Unix(1_000_000, 0)
+			for _, fail := range tt.fails {
+				r := l.BeginRound(now)
+				var err error
+				if fail {
+					err = down
+				} else {
+					err = store.Exchange(context.Background(), r)
+				}
+				l.FinishRound(now, r, err)
+				now = now.Add(l.Period())
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+				for _, m := range []string{"exchange with the store failed", "store unreachable", "store reachable"} {
+					if strings.Contains(line, "fleet: "+m) {
+						got = append(got, m)
+					}
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("logged %q, want %q:\n%s", got, tt.want, buf.String())
 			}
 		})
 	}

@@ -337,6 +337,14 @@ func (l *Limiter) claim(e *entry) (Claim, bool) {
 		}
 	}
 	c.Target = target(q, r.wants, sumW, n)
+	if !r.claimed {
+		// A first claim (the tenant new here, or back after an idle
+		// spell) knows the others' demand only from an old view or not
+		// at all: it asks for no more than the local share it enforced
+		// until now, so that when the tenant starts on every instance at
+		// once the first to exchange cannot take what the last needs.
+		c.Target = math.Min(c.Target, q/float64(max(1, l.rs.live)))
+	}
 	return c, true
 }
 
@@ -355,7 +363,9 @@ func (l *Limiter) FinishRound(now time.Time, r *Round, err error) {
 	rs.exchanges++
 	rs.exchDur = now.Sub(r.sent)
 	if err == nil {
-		if !rs.storeOK && rs.everOK {
+		if !rs.storeOK {
+			// Said also when the store answers for the first time after
+			// failed exchanges: their failure (and fallback) was logged.
 			l.log(slog.LevelInfo, "fleet: store reachable again", "after_errors", rs.errors)
 		}
 		rs.storeOK, rs.everOK, rs.lastOK = true, true, r.sent

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -281,7 +282,9 @@ func TestTimeoutsThrottle(t *testing.T) {
 func TestTwoHostsOneClient(t *testing.T) {
 	// The levee backend: a Handler whose admission sheds every request.
 	shed := NewHandler(okHandler, nil)
+	var sent atomic.Int32
 	shed.admit = func(context.Context) (admit.Ticket, error) {
+		sent.Add(1)
 		return admit.Ticket{}, &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: 10 * time.Millisecond}
 	}
 	leveeSrv := httptest.NewServer(shed)
@@ -305,9 +308,18 @@ func TestTwoHostsOneClient(t *testing.T) {
 	}))
 	defer third.Close()
 
-	client := &http.Client{Transport: NewTransport(nil,
+	// The transport's clock moves only by its waits and starts on a whole
+	// second, where a throttle tick (100 ms) starts too: the throttle is
+	// asked for each retry when the rejection arrives (0 and 10–15 ms into
+	// the tick), before any fold has seen a rejection. On the real clock a
+	// fold could fall in between (a slow round trip, or a tick ending in
+	// the retry's wait) and learn one rejection and no accept (P = 1/2):
+	// it then refused the retry locally ("throttled", 16 of 300 runs under
+	// a CPU hog) before the backend said no-retry.
+	tr, waits := testTransportAt(time.Now().Truncate(time.Second), http.DefaultTransport,
 		WithHosts(leveeSrv.Listener.Addr().String()),
-		WithPolicy(retry.Policy{Budget: retry.NewBudget(), Base: time.Millisecond}))}
+		WithPolicy(retry.Policy{Budget: retry.NewBudget(), Base: time.Millisecond}))
+	client := &http.Client{Transport: tr}
 	ctx, cancel := context.WithTimeout(levee.WithCall(context.Background(), levee.Call{Criticality: levee.SheddablePlus, Tenant: "sk_live_secret"}), 5*time.Second)
 	defer cancel()
 	get := func(url string) (*http.Response, error) {
@@ -347,5 +359,8 @@ func TestTwoHostsOneClient(t *testing.T) {
 	rej := levee.AsRejected(err)
 	if rej == nil || rej.Reason != levee.Overloaded || !rej.NoRetry {
 		t.Errorf("levee backend: %v, want overloaded; no-retry", err)
+	}
+	if got, want := sent.Load(), int32(retry.DefaultMaxAttempts); got != want || len(*waits) != int(want)-1 {
+		t.Errorf("the levee backend got %d attempts after %d waits, want %d (retried up to the policy's limit)", got, len(*waits), want)
 	}
 }

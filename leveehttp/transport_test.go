@@ -83,8 +83,14 @@ func overloaded(extra ...string) func() *http.Response {
 // testTransport returns a Transport on virtual time: waits advance the
 // clock instead of sleeping and are recorded.
 func testTransport(next http.RoundTripper, opts ...TransportOption) (*Transport, *[]time.Duration) {
+	return testTransportAt(t0, next, opts...)
+}
+
+// testTransportAt is testTransport on a clock that starts at start: the
+// real time, for a test whose contexts and servers are real.
+func testTransportAt(start time.Time, next http.RoundTripper, opts ...TransportOption) (*Transport, *[]time.Duration) {
 	var mu sync.Mutex
-	now := t0
+	now := start
 	var waits []time.Duration
 	base := []TransportOption{func(c *transportConfig) {
 		c.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

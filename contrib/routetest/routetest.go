@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,8 +119,24 @@ func Check(t *testing.T, router http.Handler, opt leveehttp.HandlerOption, rs Ro
 	if !learned {
 		t.Fatalf("the expensive route's service time was not learned after %d calls: a %v budget is still admitted; names seen: %v", id*workers, budget, names)
 	}
-	if code, _ := do(rs.CheapPath(-1), budget); code != http.StatusOK {
-		t.Errorf("the cheap route with a %v budget = %d, want 200: its own service time is short", budget, code)
+	// The cheap route's service time is short: its budget is never
+	// refused for the deadline. On a machine busy with other work the
+	// controller may shed for overload (503: its CPU or scheduling
+	// latency signal is past target), which says nothing of the route;
+	// such a probe is asked again after a pause, up to a bound.
+	for probe := 0; ; probe++ {
+		code, reject := do(rs.CheapPath(-1), budget)
+		if code == http.StatusOK {
+			if probe > 0 {
+				t.Logf("the cheap route's probe was admitted after %d overload refusals", probe)
+			}
+			break
+		}
+		if code != http.StatusServiceUnavailable || !strings.HasPrefix(reject, "overloaded") || probe == 50 {
+			t.Errorf("the cheap route with a %v budget = %d %q (after %d overload refusals), want 200: its own service time is short", budget, code, reject, probe)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	mu.Lock()
 	defer mu.Unlock()

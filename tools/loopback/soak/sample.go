@@ -3,6 +3,7 @@ package soak
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -24,8 +25,8 @@ type Sample struct {
 
 // Samples are the readings of the backend over a soak: resident memory
 // (bytes), threads and open descriptors from /proc every period, live
-// goroutines from its status JSON (each poll's answer, when it came in
-// time).
+// goroutines from its status JSON (once at rest before the load, at t 0,
+// then each poll's answer when it came in time).
 type Samples struct {
 	RSS        []Sample `json:"rss_bytes"`
 	Threads    []Sample `json:"threads"`
@@ -197,9 +198,7 @@ func (s *sampler) run(ctx context.Context) Samples {
 	go func() {
 		defer close(done)
 		s.every(ctx, func(t float64) bool {
-			pctx, cancel := context.WithTimeout(ctx, min(5*time.Second, 3*s.period))
-			defer cancel()
-			if g, err := statusGoroutines(pctx, s.client, s.statusURL, s.ceiling); err == nil {
+			if g, err := s.goroutines(ctx, min(5*time.Second, 3*s.period)); err == nil {
 				out.Goroutines = append(out.Goroutines, Sample{t, float64(g)})
 			} else if ctx.Err() == nil {
 				out.StatusMisses++
@@ -222,6 +221,35 @@ func (s *sampler) run(ctx context.Context) Samples {
 	<-done
 	out.RSS, out.Threads, out.FDs = rss, threads, fds
 	return out
+}
+
+// goroutines polls the status page once, within timeout, for the live
+// goroutine count.
+func (s *sampler) goroutines(ctx context.Context, timeout time.Duration) (int, error) {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return statusGoroutines(pctx, s.client, s.statusURL, s.ceiling)
+}
+
+// atRest polls the idle backend's status page, within timeout, until its
+// goroutines signal has a first measure (it reads 0 until then).
+func (s *sampler) atRest(ctx context.Context, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		g, err := s.goroutines(ctx, timeout)
+		if err == nil && g > 0 {
+			return g, nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("soak: the status page's goroutines signal read 0 until the timeout")
+			}
+			return 0, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // every calls f with the seconds since the start once a period until ctx

@@ -197,10 +197,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer clients.close()
-	start := time.Now()
-	sctx, stopSampling := context.WithCancel(ctx)
 	smp := &sampler{pid: b.PID, statusURL: url + backend.StatusPath + "?format=json&history=0", ceiling: goroutineCeiling,
-		client: &http.Client{Transport: load.NewTransport()}, start: start, period: cfg.Sample}
+		client: &http.Client{Transport: load.NewTransport()}, period: cfg.Sample}
+	// The goroutines at rest, before any load (t = 0): the baseline the
+	// overload's samples are read against. The backend, idle, answers it
+	// even on a machine busy with other work, where its status page may
+	// miss every poll during the overload (a race-built backend sharing
+	// its CPU with other processes took more than 3 s twice in a run).
+	rest, restErr := smp.atRest(ctx, 10*time.Second)
+	start := time.Now()
+	smp.start = start
+	sctx, stopSampling := context.WithCancel(ctx)
 	samples := make(chan Samples, 1)
 	go func() { samples <- smp.run(sctx) }()
 
@@ -232,6 +239,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Raw = <-rawDone
 	stopSampling()
 	res.Samples = <-samples
+	if restErr == nil {
+		res.Samples.Goroutines = append([]Sample{{0, float64(rest)}}, res.Samples.Goroutines...)
+	} else if ctx.Err() == nil {
+		res.Samples.StatusMisses++
+	}
 	if err != nil {
 		return nil, err
 	}

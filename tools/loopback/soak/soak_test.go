@@ -234,8 +234,13 @@ func TestSoakSmoke(t *testing.T) {
 		t.Error(p)
 	}
 	s := res.Samples
-	if len(s.RSS) < 3 || len(s.FDs) < 3 || len(s.Goroutines) < 1 {
-		t.Errorf("%d RSS, %d descriptor and %d goroutine samples, want ≥ 3, ≥ 3, ≥ 1", len(s.RSS), len(s.FDs), len(s.Goroutines))
+	if len(s.RSS) < 3 || len(s.FDs) < 3 {
+		t.Errorf("%d RSS and %d descriptor samples, want ≥ 3 each", len(s.RSS), len(s.FDs))
+	}
+	// The goroutines at rest come first; the polls during the overload
+	// may all miss on a busy machine (counted in StatusMisses).
+	if len(s.Goroutines) == 0 || s.Goroutines[0].T != 0 || s.Goroutines[0].Value < 1 {
+		t.Errorf("goroutine samples %v, want the backend's goroutines at rest first (t 0, ≥ 1)", s.Goroutines)
 	}
 	for _, x := range s.RSS {
 		if x.Value < 1<<20 {
