@@ -113,12 +113,19 @@ func (c *Controller) admit(ctx context.Context, now, off int64, real bool) (Tick
 	if call.Attempt > 0 {
 		c.retried.Add(1)
 	}
-	route, probe, rej := c.decide(ctx, &call, cr, n, now, off)
+	route, probe, rej, stage := c.decide(ctx, &call, cr, n, now, off)
 	t := Ticket{c: c, route: route, flags: uint32(uint8(c.deg.Level())) | uint32(cr)<<ticketCrit}
 	if rej != nil {
-		// In dry-run a request whose time is up is refused all the same
-		// (counted as a would-be rejection): its answer reaches nobody.
-		if c.refuse(cr, rej.Reason) || rej == c.errGone {
+		if c.refuse(cr, rej.Reason) {
+			if stage != 0 {
+				c.shedBy[cr][stage].Add(1)
+			}
+			return Ticket{}, rej
+		}
+		if rej == c.errGone {
+			// In dry-run a request whose time is up is refused all the
+			// same (counted as a would-be rejection): its answer reaches
+			// nobody.
 			return Ticket{}, rej
 		}
 		t.flags |= ticketWould
@@ -149,25 +156,26 @@ func (c *Controller) refuse(cr levee.Criticality, reason levee.Reason) bool {
 
 // decide runs the accept path's checks on the n-th request of
 // criticality cr, in the order of sacrifice, and returns its route, whether
-// it is admitted as a service-time probe, and the rejection it gets (nil:
-// admitted). It counts nothing but the tenant samples: the caller counts
-// the rejection (refuse).
-func (c *Controller) decide(ctx context.Context, call *levee.Call, cr levee.Criticality, n uint64, now, off int64) (route uint64, probe bool, rej *levee.RejectedError) {
+// it is admitted as a service-time probe, the rejection it gets (nil:
+// admitted) and, for an overload rejection, the stage that decided it. It
+// counts nothing but the tenant samples: the caller counts the rejection
+// (refuse).
+func (c *Controller) decide(ctx context.Context, call *levee.Call, cr levee.Criticality, n uint64, now, off int64) (route uint64, probe bool, rej *levee.RejectedError, stage Stage) {
 	route = c.defRoute
 	if c.routeFn != nil {
 		route = fairq.Hash(c.seed, c.routeFn(ctx))
 	}
 	if ctx.Err() != nil {
-		return route, false, c.errGone
+		return route, false, c.errGone, 0
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		left := int64(dl.Sub(c.origin)) + off - now
 		if left <= 0 {
-			return route, false, c.errGone
+			return route, false, c.errGone, 0
 		}
 		if c.routes.cannotMeet(route, left, now) {
 			if n%probeEvery != 0 {
-				return route, false, c.errDeadline
+				return route, false, c.errDeadline, 0
 			}
 			probe = true // admitted anyway and measured: a wrong estimate heals
 		}
@@ -203,18 +211,20 @@ func (c *Controller) decide(ctx context.Context, call *levee.Call, cr levee.Crit
 		if qs != nil {
 			if q := (*qs)[call.Tenant]; q != nil {
 				if wait, ok := q.take(cr, now); !ok {
-					return route, probe, &c.quotaTable[raIndex(time.Duration(wait))]
+					return route, probe, &c.quotaTable[raIndex(time.Duration(wait))], 0
 				}
 			}
 		}
 		if rej := c.limitTenant(call.Tenant, cr, now); rej != nil {
-			return route, probe, rej
+			return route, probe, rej, 0
 		}
 	}
-	if p != nil && p.shed(key, l1, l2, cr.Rank(), n, c.off, now, call.Attempt > 0) {
-		return route, probe, c.overErr[cr].Load()
+	if p != nil {
+		if stage = p.shed(key, l1, l2, cr.Rank(), n, c.off, now, call.Attempt > 0); stage != 0 {
+			return route, probe, c.overErr[cr].Load(), stage
+		}
 	}
-	return route, probe, nil
+	return route, probe, nil, 0
 }
 
 // Done reports that the admitted work finished with err: nil for success; a
@@ -375,6 +385,7 @@ func (t *Ticket) refuse(reason levee.Reason) error {
 	}
 	t.flags |= ticketDone
 	if reason == levee.Overloaded {
+		c.shedBy[cr][StageRunQueue].Add(1)
 		return c.overErr[cr].Load()
 	}
 	return c.errDeadline

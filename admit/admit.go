@@ -339,6 +339,10 @@ type Snapshot struct {
 	Admitted [levee.NumCriticalities]uint64
 	// Rejected counts rejections per criticality and levee.Reason.
 	Rejected [levee.NumCriticalities][levee.NumReasons]uint64
+	// Shed counts the overload rejections, Rejected[cr][levee.Overloaded],
+	// by the Stage that decided them (index 0 unused; the stages add up to
+	// Rejected[cr][levee.Overloaded]).
+	Shed [levee.NumCriticalities][NumStages]uint64
 	// DownstreamOverloaded counts tickets finished with a downstream
 	// *levee.RejectedError of Reason Overloaded.
 	DownstreamOverloaded uint64

@@ -109,6 +109,7 @@ type Controller struct {
 	retried    counter
 	rejected   [levee.NumCriticalities][levee.NumReasons]atomic.Uint64
 	would      [levee.NumCriticalities][levee.NumReasons]atomic.Uint64 // dry-run: would have been rejected
+	shedBy     [levee.NumCriticalities][NumStages]atomic.Uint64        // overload rejections by stage
 	downstream atomic.Uint64
 	gone       atomic.Uint64
 	completed  counter // tickets done: what the handlers finished

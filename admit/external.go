@@ -26,5 +26,7 @@ func (c *Controller) CountRejected(cr levee.Criticality, reason levee.Reason) {
 		reason = levee.Deadline
 	}
 	c.arrivals[cr].Add(1)
-	c.refuse(cr, reason)
+	if c.refuse(cr, reason) && reason == levee.Overloaded {
+		c.shedBy[cr][StageExternal].Add(1)
+	}
 }

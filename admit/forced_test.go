@@ -293,4 +293,62 @@ func TestDrillAndOverloadFloors(t *testing.T) {
 		step(period)
 	}
 	check("drill expired", 0, 0, [4]float64{})
+	// CRITICAL was shed by the manager's floor alone: its rejections
+	// are the forced stage's, like a drill's.
+	snap := ctl.Snapshot()
+	if n, all := snap.Shed[levee.Critical][admit.StageForced], snap.Rejected[levee.Critical][levee.Overloaded]; n == 0 || n != all {
+		t.Errorf("CRITICAL: %d rejections by the forced stage of %d; want all of them, and some", n, all)
+	}
+}
+
+// TestShedStages: every overload rejection is counted once by the stage
+// that decided it, and the stages add up to Rejected[cr][Overloaded]: the
+// tenant stage cutting an abuser, the ladder, a forced level above the
+// ladder's share, the run queue's expiry (internal test), and a
+// rejection an adapter counted (CountRejected).
+func TestShedStages(t *testing.T) {
+	const c0 = 1000.0
+	p := newPlant(c0, 1)
+	ctl := admit.New(admit.WithSignals(p), admit.WithSeed(1))
+	abuser := &source{ctx: critCtx(levee.CriticalPlus, "abuser"), rate: steps([]time.Duration{0, 2 * time.Second}, []float64{0.1 * c0, 3 * c0})}
+	srcs := []*source{abuser}
+	for i, cr := range levee.Criticalities() {
+		srcs = append(srcs, &source{ctx: critCtx(cr, fmt.Sprint("t", i)), rate: constant(0.3 * c0)})
+	}
+	s := &sim{ctl: ctl, p: p, srcs: srcs, t0: t0}
+	s.hook = func(at time.Duration, now time.Time) {
+		if at >= 5*time.Second {
+			ctl.ForceShed(3, now.Add(time.Second)) // CRITICAL too, beyond the ladder
+		}
+	}
+	s.run(6*time.Second, time.Second)
+	ctl.CountRejected(levee.Critical, levee.Overloaded)
+	snap := ctl.Snapshot()
+	for cr := range levee.NumCriticalities {
+		var sum uint64
+		for st := range admit.NumStages {
+			sum += snap.Shed[cr][st]
+		}
+		if sum != snap.Rejected[cr][levee.Overloaded] {
+			t.Errorf("%v: stages add up to %d, Rejected says %d (%v)", levee.Criticality(cr), sum, snap.Rejected[cr][levee.Overloaded], snap.Shed[cr])
+		}
+	}
+	t.Logf("by stage: %v", snap.Shed)
+	if n := snap.Shed[levee.CriticalPlus][admit.StageTenant]; n == 0 || snap.Shed[levee.CriticalPlus][admit.StageLadder] != 0 {
+		t.Errorf("CRITICAL_PLUS: %d rejected by the tenant stage, %d by the ladder; want the abuser's cut, and no ladder", n, snap.Shed[levee.CriticalPlus][admit.StageLadder])
+	}
+	if snap.Shed[levee.Sheddable][admit.StageLadder] == 0 {
+		t.Error("no SHEDDABLE request counted as shed by the ladder")
+	}
+	if snap.Shed[levee.Critical][admit.StageForced] == 0 || snap.Shed[levee.Critical][admit.StageExternal] != 1 {
+		t.Errorf("CRITICAL: forced %d, external %d; want the forced level's and the one counted", snap.Shed[levee.Critical][admit.StageForced], snap.Shed[levee.Critical][admit.StageExternal])
+	}
+	for _, tc := range []struct {
+		s    admit.Stage
+		want string
+	}{{admit.StageTenant, "tenant"}, {admit.StageLadder, "ladder"}, {admit.StageForced, "forced"}, {admit.StageRunQueue, "run_queue"}, {admit.StageExternal, "external"}, {0, ""}, {99, ""}} {
+		if got := tc.s.String(); got != tc.want {
+			t.Errorf("Stage(%d).String() = %q, want %q", tc.s, got, tc.want)
+		}
+	}
 }

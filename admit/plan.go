@@ -35,6 +35,7 @@ type plan struct {
 	until      int64 // the plan is not applied after this (the controller's scale)
 	all        [levee.NumCriticalities]bool
 	thr        [levee.NumCriticalities]uint64 // reject if weyl(n) < thr
+	forced     [levee.NumCriticalities]bool   // the rank's share is the forced level's (StageForced)
 	hasTenants bool
 	tenants    [planSlots]planTenant
 }
@@ -49,6 +50,7 @@ type planTenant struct {
 	pace   [levee.NumCriticalities]gcra
 	all    [levee.NumCriticalities]bool // the ladder takes every request
 	thr    [levee.NumCriticalities]uint64
+	forced [levee.NumCriticalities]bool          // the ladder's share is the forced level's
 	ctr    [levee.NumCriticalities]atomic.Uint64 // the tenant's requests, from start
 	passed [levee.NumCriticalities]atomic.Uint64 // those past the tenant stage: the ladder's sequence
 	start  uint64
@@ -85,11 +87,11 @@ func (p *plan) find(key uint64) *planTenant {
 	return nil
 }
 
-// shed reports whether the request of rank r from tenant key with address
-// prefixes l1 and l2 (0 = none) and class counter n, a retry if retry, is
-// rejected at now (the controller's scale). A tenant listed by itself is
-// judged by its entry; otherwise the nearest listed prefix's; otherwise
-// the plan for everyone.
+// shed returns the stage that rejects the request of rank r from tenant
+// key with address prefixes l1 and l2 (0 = none) and class counter n, a
+// retry if retry, at now (the controller's scale), or 0 when none does. A
+// tenant listed by itself is judged by its entry; otherwise the nearest
+// listed prefix's; otherwise the plan for everyone.
 //
 // In the partly shed rank, a retry takes from the period's budget for
 // unlisted tenants only while more than half of it is left; the rest is
@@ -98,7 +100,7 @@ func (p *plan) find(key uint64) *planTenant {
 // way; shed by attempt, a request is admitted on a retry as often as on a
 // first attempt, and each one served costs more rejections before it
 // (at half the rank served, 1.9 rejections a request instead of 1.5).
-func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64, retry bool) bool {
+func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64, retry bool) Stage {
 	if p.hasTenants {
 		for _, k := range [3]uint64{key, l1, l2} {
 			if k == 0 {
@@ -110,33 +112,47 @@ func (p *plan) shed(key, l1, l2 uint64, r int, n, off uint64, now int64, retry b
 		}
 	}
 	if r == p.budgetRank {
-		if retry && p.budget.Load() <= p.reserve {
-			return true
+		if retry && p.budget.Load() <= p.reserve || p.budget.Add(-1) < 0 {
+			return ladderOr(p.forced[r])
 		}
-		return p.budget.Add(-1) < 0
+		return 0
 	}
-	return p.all[r] || weyl(n, off) < p.thr[r]
+	if p.all[r] || weyl(n, off) < p.thr[r] {
+		return ladderOr(p.forced[r])
+	}
+	return 0
 }
 
-func (e *planTenant) shed(r int, off uint64, now int64) bool {
+// ladderOr is StageForced when forced, else StageLadder.
+func ladderOr(forced bool) Stage {
+	if forced {
+		return StageForced
+	}
+	return StageLadder
+}
+
+func (e *planTenant) shed(r int, off uint64, now int64) Stage {
 	e.ctr[r].Add(1)
 	if e.all[r] {
-		return true
+		return ladderOr(e.forced[r])
 	}
 	if e.cutAll[r] {
 		e.cut.Add(1)
-		return true
+		return StageTenant
 	}
 	if e.capped[r] {
 		if _, ok := e.pace[r].take(now); !ok {
 			e.cut.Add(1)
-			return true
+			return StageTenant
 		}
 	}
 	// The ladder's fraction by a sequence of the requests that reach it:
 	// the tenant stage's pace lets through the first of each burst, and a
 	// fraction of the tenant's every request would be biased by that.
-	return weyl(e.passed[r].Add(1), off) < e.thr[r]
+	if weyl(e.passed[r].Add(1), off) < e.thr[r] {
+		return ladderOr(e.forced[r])
+	}
+	return 0
 }
 
 // setPace sets g to admit rate requests per second, with a burst of two
@@ -179,7 +195,7 @@ type planInput struct {
 	fair   float64                         // fair share per tenant, 0 = no tenant stage
 	period float64                         // seconds until the next plan; 0 = fractions only
 	slack  float64                         // shed rate a fully shed boundary may leave unshed
-	floor  float64                         // forced shed level (ForceShed), 0 = none
+	floor  float64                         // forced shed level (ForceShed, OverloadShed), 0 = none
 	drain  float64                         // rate to shed besides shed, to work a backlog off (law.go)
 }
 
@@ -343,14 +359,18 @@ func buildPlan(in planInput) planResult {
 		}
 	}
 	// The floor: no rank sheds less than the forced level says, for
-	// unlisted tenants (fO) as for listed ones (below).
+	// unlisted tenants (fO) as for listed ones (below). A rank whose share
+	// is the floor's reports its rejections as StageForced.
+	ladH, ladO := fH, fO
 	if partial >= 0 {
 		fH, fO = max(fH, forced[partial]), max(fO, forced[partial])
 	}
 	for r := range levee.NumCriticalities {
 		f := max(lad[r], forced[r])
+		p.forced[r] = forced[r] > lad[r]
 		if r == partial {
 			f = fO
+			p.forced[r] = forced[r] > ladO
 		}
 		p.all[r], p.thr[r] = fracThr(f)
 		res.level += max(lad[r], forced[r])
@@ -380,21 +400,22 @@ func buildPlan(in planInput) planResult {
 	// Per-tenant entries where they differ from everyone else's.
 	for i := range ts {
 		var e *planTenant
-		var cutAll, capped, all [levee.NumCriticalities]bool
+		var cutAll, capped, all, byFloor [levee.NumCriticalities]bool
 		var thr [levee.NumCriticalities]uint64
 		var pace [levee.NumCriticalities]float64
 		differs := false
 		for r := range levee.NumCriticalities {
-			l := forced[r]
+			l, ll := forced[r], 0.0 // the share, and the ladder's alone
 			switch {
 			case r < full:
-				l = 1
+				l, ll = 1, 1
 			case r == partial && above(&ts[i]):
-				l = fH
+				l, ll = fH, ladH
 			case r == partial:
-				l = fO
+				l, ll = fO, ladO
 			}
 			all[r], thr[r] = fracThr(l)
+			byFloor[r] = forced[r] > ll
 			take, rate := ts[i].take[r], ts[i].rate[r]
 			switch {
 			case r < full || !(take > 0):
@@ -415,7 +436,7 @@ func buildPlan(in planInput) planResult {
 		for k := uint64(0); k < planSlots; k++ {
 			e = &p.tenants[(key>>58+k)&(planSlots-1)]
 			if e.key == 0 {
-				e.key, e.cutAll, e.capped, e.all, e.thr = key, cutAll, capped, all, thr
+				e.key, e.cutAll, e.capped, e.all, e.thr, e.forced = key, cutAll, capped, all, thr, byFloor
 				for r := range pace {
 					if capped[r] {
 						e.pace[r].setPace(pace[r], in.period)

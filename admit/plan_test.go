@@ -61,7 +61,7 @@ func admittedOf(p *plan, key uint64, r, n int, from int64) int {
 	adm := 0
 	for i := range n {
 		at := from + int64(i)*int64(testPeriod)/int64(n)
-		if !p.shed(key, 0, 0, r, uint64(i), 0, at, false) {
+		if p.shed(key, 0, 0, r, uint64(i), 0, at, false) == 0 {
 			adm++
 		}
 	}
@@ -203,7 +203,7 @@ func TestTenantSequenceContinues(t *testing.T) {
 					fair: aim, period: 0.05, slack: 0.05 * aim})
 				res.p.startTenants(n)
 				for i := range perPeriod {
-					if !res.p.shed(tenant.key, 0, 0, levee.Critical.Rank(), n+uint64(i), off, 0, false) {
+					if res.p.shed(tenant.key, 0, 0, levee.Critical.Rank(), n+uint64(i), off, 0, false) == 0 {
 						admitted++
 					}
 				}
@@ -235,7 +235,7 @@ func TestPartialRankShedsRetriesFirst(t *testing.T) {
 		}
 		for i := range 100 {
 			retry := i%2 == 1
-			if !res.p.shed(0, 0, 0, levee.Critical.Rank(), uint64(i), 0, 0, retry) {
+			if res.p.shed(0, 0, 0, levee.Critical.Rank(), uint64(i), 0, 0, retry) == 0 {
 				if retry {
 					retries++
 				} else {

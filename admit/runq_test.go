@@ -353,8 +353,8 @@ func TestTicketWaitRejections(t *testing.T) {
 	if !errors.As(err, &rej) || rej.Reason != levee.Overloaded {
 		t.Fatalf("waiter past the longest wait: %v, want an Overloaded rejection", err)
 	}
-	if s := c.Snapshot(); s.Rejected[levee.Sheddable][levee.Overloaded] != 1 {
-		t.Errorf("overload rejections counted %d, want 1", s.Rejected[levee.Sheddable][levee.Overloaded])
+	if s := c.Snapshot(); s.Rejected[levee.Sheddable][levee.Overloaded] != 1 || s.Shed[levee.Sheddable][StageRunQueue] != 1 {
+		t.Errorf("overload rejections counted %d, by the run queue %d, want 1 and 1", s.Rejected[levee.Sheddable][levee.Overloaded], s.Shed[levee.Sheddable][StageRunQueue])
 	}
 	held[0].Done(nil)
 	held[0].Done(nil) // idempotent: the slot is freed once

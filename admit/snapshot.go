@@ -165,6 +165,9 @@ func (c *Controller) snapshotLocked() Snapshot {
 		for r := range levee.NumReasons {
 			s.WouldReject[cr][r] = c.would[cr][r].Load()
 		}
+		for st := range NumStages {
+			s.Shed[cr][st] = c.shedBy[cr][st].Load()
+		}
 	}
 	s.DryRun = c.dry.Load()
 	s.DownstreamOverloaded = c.downstream.Load()

@@ -1,10 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -125,6 +127,13 @@ func clearLines(n *yaml.Node, depth int) {
 
 // set decodes text onto the leaf, reporting problems under source.
 func set(cfg *Config, l *leaf, text, source string, ps *problems) {
+	if !utf8.ValidString(text) {
+		// A file is refused whole when it is not UTF-8; a value from the
+		// environment or the admin endpoint is held to the same rule, so
+		// that the config it makes can be written out and read back.
+		ps.add(origin{source: source}, l.path, fmt.Sprintf("is not valid UTF-8: %q", text))
+		return
+	}
 	n, bad := valueNode(l.typ, text)
 	if bad != "" {
 		ps.add(origin{source: source}, l.path, bad)

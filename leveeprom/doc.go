@@ -26,6 +26,9 @@
 //
 //	levee_admissions_total{criticality}             counter  requests admitted
 //	levee_rejections_total{criticality,reason}      counter  rejected: overloaded, quota, deadline
+//	levee_overload_rejections_total{criticality,stage}
+//	                                                counter  the overloaded ones by stage: tenant,
+//	                                                         ladder, forced, run_queue, external
 //	levee_downstream_overloaded_total               counter  admitted, then overloaded downstream
 //	levee_overloaded                                gauge    1 while overloaded
 //	levee_shed_level                                gauge    0 (nothing shed) … 4 (all shed)

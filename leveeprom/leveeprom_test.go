@@ -178,9 +178,9 @@ levee_signal_target{signal="cpu"} 0.8
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4 admissions + 12 rejections + 12 would-be rejections + 25 single
-	// gauges/counters + 3 per signal.
-	if want := 4 + 12 + 12 + 25 + 3; n != want {
+	// 4 admissions + 12 rejections + 20 overload rejections by stage + 12
+	// would-be rejections + 25 single gauges/counters + 3 per signal.
+	if want := 4 + 12 + 20 + 12 + 25 + 3; n != want {
 		t.Errorf("GatherAndCount = %d, want %d", n, want)
 	}
 }

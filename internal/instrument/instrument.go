@@ -47,6 +47,7 @@ const (
 	LabelBackend     = "backend"
 	LabelKind        = "kind"
 	LabelResult      = "result"
+	LabelStage       = "stage"
 )
 
 // Units.
@@ -69,6 +70,9 @@ var (
 	Rejections = &Metric{Name: "levee_rejections_total", Unit: unitRequests, Kind: Counter,
 		Labels: []string{LabelCriticality, LabelReason},
 		Help:   "Requests rejected by the admission controller, by reason (overloaded, quota, deadline)."}
+	OverloadRejections = &Metric{Name: "levee_overload_rejections_total", Unit: unitRequests, Kind: Counter,
+		Labels: []string{LabelCriticality, LabelStage},
+		Help:   "Overload rejections by the stage that decided them: tenant (a tenant far above its fair share), ladder (the criticalities, lowest first), forced (a forced shed level), run_queue (waited too long), external (an overload gate outside the controller); they add up to levee_rejections_total{reason=\"overloaded\"}."}
 	DownstreamOverloaded = &Metric{Name: "levee_downstream_overloaded_total", Unit: unitRequests, Kind: Counter,
 		Help: "Admitted requests that finished with an overload rejection from a downstream service."}
 	Overloaded = &Metric{Name: "levee_overloaded", Kind: Gauge,
@@ -135,7 +139,7 @@ var (
 
 // AdmitMetrics lists the metrics ReadAdmit gives.
 var AdmitMetrics = []*Metric{
-	Admissions, Rejections, DownstreamOverloaded, Overloaded, ShedLevel,
+	Admissions, Rejections, OverloadRejections, DownstreamOverloaded, Overloaded, ShedLevel,
 	AdmitRatio, DegradationLevel, LoadRatio, HeadroomRatio, SignalValue,
 	SignalTarget, SignalLoadRatio, Capacity, SheddingSeconds,
 	DegradedSeconds, RetryRatio, NoRetry, RetryAfter, FairShare,
@@ -165,6 +169,9 @@ func ReadAdmit(s admit.Snapshot, emit Emit) {
 		for _, r := range admitReasons {
 			emit(Rejections, float64(s.Rejected[crit][r]), name, r.String())
 			emit(WouldReject, float64(s.WouldReject[crit][r]), name, r.String())
+		}
+		for st := admit.Stage(1); int(st) < admit.NumStages; st++ {
+			emit(OverloadRejections, float64(s.Shed[crit][st]), name, st.String())
 		}
 	}
 	emit(DownstreamOverloaded, float64(s.DownstreamOverloaded))

@@ -21,7 +21,7 @@ var nameRE = regexp.MustCompile(`^levee_[a-z][a-z0-9_]*[a-z0-9]$`)
 // names from the fixed set.
 func TestTable(t *testing.T) {
 	seen := map[string]bool{}
-	knownLabels := []string{LabelCriticality, LabelReason, LabelSignal, LabelBackend, LabelKind, LabelResult}
+	knownLabels := []string{LabelCriticality, LabelReason, LabelSignal, LabelBackend, LabelKind, LabelResult, LabelStage}
 	for _, m := range All() {
 		if !nameRE.MatchString(m.Name) {
 			t.Errorf("%s: not a levee_ snake_case name", m.Name)

@@ -207,7 +207,7 @@ func TestDashboardLayout(t *testing.T) {
 	// The panels the dashboard is for.
 	for _, want := range []string{
 		"Load vs target, per signal", "Shed level and admit ratio", "Admitted by criticality",
-		"Rejected by criticality and reason", "Capacity vs offered", "Degradation",
+		"Rejected by criticality, reason and stage", "Capacity vs offered", "Degradation",
 		"Retry share and no-retry", "Run queue", "Client throttle: local rejections",
 		"Client throttle: reject probability", "Retry budget",
 	} {
