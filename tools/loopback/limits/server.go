@@ -94,6 +94,14 @@ type Stats struct {
 	// is its load (Admit and Levee).
 	AdmitRejected uint64  `json:"admit_rejected"`
 	AdmitLoad     float64 `json:"admit_load"`
+	// AdmitShed counts its overload rejections by the stage that decided
+	// them (admit.Stage), AdmitShedLevel is its shed level and
+	// AdmitFloor the overload manager's floor under it.
+	AdmitShed      [admit.NumStages]uint64 `json:"admit_shed"`
+	AdmitShedLevel float64                 `json:"admit_shed_level"`
+	AdmitFloor     float64                 `json:"admit_floor"`
+	// AdmitSignals are admission's signals, each value ÷ its target.
+	AdmitSignals map[string]float64 `json:"admit_signals,omitempty"`
 }
 
 // envRole marks a re-executed lab server.
@@ -248,6 +256,18 @@ func (s *labServer) stats(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		st.AdmitLoad = snap.Load
+		for c := range snap.Shed {
+			for g := range snap.Shed[c] {
+				st.AdmitShed[g] += snap.Shed[c][g]
+			}
+		}
+		st.AdmitShedLevel, st.AdmitFloor = snap.ShedLevel, snap.OverloadShed
+		st.AdmitSignals = map[string]float64{}
+		for _, sg := range snap.Signals {
+			if r := sg.Value / sg.Target; !math.IsNaN(r) && !math.IsInf(r, 0) {
+				st.AdmitSignals[sg.Name] = r
+			}
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
