@@ -351,6 +351,10 @@ func TraceLine(st Stats) string {
 	for _, n := range slices.Sorted(maps.Keys(st.AdmitSignals)) {
 		fmt.Fprintf(&b, " %s %.2f", n, st.AdmitSignals[n])
 	}
+	if c := st.Concurrency; c != nil {
+		fmt.Fprintf(&b, " (in flight %.0f served %.0f allowed %.0f latency %v B %v T %v)",
+			c.InFlight, c.Served, c.Allowed, c.Latency.Round(time.Millisecond), c.B.Round(time.Millisecond), c.T.Round(time.Millisecond))
+	}
 	if st.MaxLevel > 0 || st.Readings != nil {
 		fmt.Fprintf(&b, " | level %v in flight %d cap %d refused %d", overload.Level(st.Level), st.InFlight, st.Cap, st.Refused)
 		names := slices.Sorted(maps.Keys(st.Readings))

@@ -102,6 +102,18 @@ type Stats struct {
 	AdmitFloor     float64                 `json:"admit_floor"`
 	// AdmitSignals are admission's signals, each value ÷ its target.
 	AdmitSignals map[string]float64 `json:"admit_signals,omitempty"`
+	// Concurrency is the concurrency signal's latest reading (Levee and
+	// Admit; nil otherwise).
+	Concurrency *ConcurrencyStats `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyStats is the part of pressure.ConcurrencyReading the trace
+// shows: the requests in the handler, those the service time explains,
+// the waiting the target allows (NaN read as 0), the mean in-handler
+// time, the learned no-wait service time B and the latency target T.
+type ConcurrencyStats struct {
+	InFlight, Served, Allowed float64
+	Latency, B, T             time.Duration
 }
 
 // envRole marks a re-executed lab server.
@@ -187,6 +199,7 @@ type labServer struct {
 	served atomic.Int64
 	m      *overload.Manager
 	ctl    *admit.Controller
+	conc   *pressure.Concurrency
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
@@ -256,6 +269,17 @@ func (s *labServer) stats(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		st.AdmitLoad = snap.Load
+		if s.conc != nil {
+			r := s.conc.Reading()
+			finite := func(x float64) float64 {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					return 0
+				}
+				return x
+			}
+			st.Concurrency = &ConcurrencyStats{InFlight: finite(r.InFlight), Served: finite(r.Served), Allowed: finite(r.Allowed),
+				Latency: r.Latency, B: r.ServiceTime, T: r.LatencyTarget}
+		}
 		for c := range snap.Shed {
 			for g := range snap.Shed[c] {
 				st.AdmitShed[g] += snap.Shed[c][g]
@@ -294,7 +318,7 @@ func (s *labServer) protect(ctx context.Context) (serve func(net.Listener) error
 		if err != nil {
 			return nil, nil, err
 		}
-		s.ctl = p.Controller()
+		s.ctl, s.conc = p.Controller(), p.Signals().Concurrency
 		if o := p.Overload(); o != nil {
 			s.m = o.Manager()
 			s.wg.Go(func() { s.countLevels(ctx) })
