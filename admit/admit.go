@@ -397,11 +397,15 @@ type Snapshot struct {
 	// estimate frozen before the overload, or more under a forced shed
 	// level. 0 outside dry-run.
 	WouldShedRPS float64
-	// ForcedShed is the shed level forced by ForceShed in force at the
-	// last Step, 0 when none; ForcedShedUntil is when it ends (zero when
-	// none). ShedLevel is at least ForcedShed.
-	ForcedShed      float64
-	ForcedShedUntil time.Time
+	// ForcedShed is the shed level forced by ForceShed (a drill) in force
+	// at the last Step, 0 when none; ForcedShedUntil is when it ends (zero
+	// when none). OverloadShed and OverloadShedUntil are the same for the
+	// overload manager's floor (OverloadShed). ShedLevel is at least the
+	// higher of the two.
+	ForcedShed        float64
+	ForcedShedUntil   time.Time
+	OverloadShed      float64
+	OverloadShedUntil time.Time
 }
 
 // EventKind says what changed.
@@ -425,7 +429,9 @@ const (
 	NoRetryEnd
 	// ForcedShedStart and ForcedShedEnd: a shed level forced by
 	// ForceShed came into force at a Step, or ended (expired or
-	// cleared). A floor renewed before it expires is one drill.
+	// cleared). A floor renewed before it expires is one drill. An
+	// overload manager's floor (OverloadShed) has no events here: the
+	// manager reports its own.
 	ForcedShedStart
 	ForcedShedEnd
 )

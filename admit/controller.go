@@ -95,7 +95,7 @@ type Controller struct {
 	defRoute    uint64
 	quotas      atomic.Pointer[quotaSet] // nil: no quotas
 	dry         atomic.Bool              // dry-run: read only where a request would be rejected
-	forced      atomic.Pointer[forcedShed]
+	forced      [numFloors]atomic.Pointer[forcedShed]
 	deg         *degrade.Controller
 	cfg         config
 	origin      time.Time    // 0 of the controller's time scale (monotonic)
@@ -298,10 +298,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	prev := c.plan.Load()
 	c.tenants.measure(prev, time.Duration(dt), m.eligible*sec)
 	forced := c.forcedAt(now)
-	floor := 0.0
-	if forced != nil {
-		floor = forced.level
-	}
+	floor := highest(forced)
 	c.planned = planIn{shed: lo.shed, drain: lo.drain, R: m.R, mix: m.mix, capacity: lo.capacity, aim: lo.aim,
 		period: budgetPeriod(time.Duration(dt), c.cfg.period), arrived: arrived, floor: floor}
 	res, fair := c.tenants.plan(c.planned)

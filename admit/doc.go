@@ -71,7 +71,8 @@
 //	        a boundary with every lower level shed is held while what is left
 //	        to shed is ≤ 5% of A (the load error it leaves is not integrated),
 //	        so a more critical level does not pay for every period's noise
-//	  a forced level F (ForceShed) → every rank sheds at least F's share
+//	  a forced level F = max(drill's ForceShed, overload manager's
+//	        OverloadShed) → every rank sheds at least F's share
 //	  dry-run: A = K frozen at its value before the overload, nothing
 //	        enforced, every rejection counted as a would-be one
 //
@@ -120,7 +121,7 @@
 //	runbound.go    the run queue's bound
 //	tenants.go     tenant samples → heavy hitters, fair share → plan.go,
 //	               the order of sacrifice as a published plan
-//	forced.go      a shed level forced by a drill or an overload manager
+//	forced.go      shed levels forced by a drill and an overload manager
 //	dryrun.go      dry-run: the estimate, the counts, the log line
 //	snapshot.go    Snapshot, events, logging
 //
@@ -134,9 +135,10 @@
 // above target when nothing is shed, estimates what it would shed from
 // the capacity it learned before the overload instead of steering (see
 // dryrun.go). ForceShed sets a floor under the shed level until a given
-// time, whatever the signals say: a drill of the order of sacrifice, or an
-// overload manager raising shedding while memory or descriptors run out
-// (see forced.go). SetQuotas replaces the tenant quotas while the server
+// time, whatever the signals say: a drill of the order of sacrifice;
+// OverloadShed sets another, an overload manager's, raising shedding
+// while memory or descriptors run out; the higher is in force (see
+// forced.go). SetQuotas replaces the tenant quotas while the server
 // runs. None of them takes a lock on the accept path.
 //
 // # Time and lifecycle

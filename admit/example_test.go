@@ -86,6 +86,32 @@ func ExampleController_ForceShed() {
 	// forced 1.5 for 1m0s
 }
 
+// A drill and an overload manager each hold a floor of their own: the
+// manager's renewal every period does not end the drill, and the higher
+// floor is in force.
+func ExampleController_OverloadShed() {
+	ctl := admit.New()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ctl.Step(now)
+	ctl.ForceShed(1, now.Add(time.Minute)) // a drill: SHEDDABLE
+	for range 10 {                         // the manager's steps: SHEDDABLE_PLUS too
+		now = now.Add(admit.DefaultPeriod)
+		ctl.OverloadShed(2, now.Add(3*admit.DefaultPeriod))
+		ctl.Step(now)
+	}
+	s := ctl.Snapshot()
+	fmt.Println("drill", s.ForcedShed, "manager", s.OverloadShed, "shed level", s.ShedLevel)
+	for range 10 { // the manager stopped: its floor expires, the drill stays
+		now = now.Add(admit.DefaultPeriod)
+		ctl.Step(now)
+	}
+	s = ctl.Snapshot()
+	fmt.Println("drill", s.ForcedShed, "manager", s.OverloadShed, "shed level", s.ShedLevel)
+	// Output:
+	// drill 1 manager 2 shed level 2
+	// drill 1 manager 0 shed level 1
+}
+
 // Dry-run: requests that would be rejected are admitted and counted.
 func ExampleController_SetDryRun() {
 	ctl := admit.New(admit.WithQuota("batch", admit.Quota{Rate: 1, Burst: 2}))

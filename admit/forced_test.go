@@ -221,6 +221,86 @@ func TestForceShedDryRun(t *testing.T) {
 	}
 }
 
+// TestDrillAndOverloadFloors: a drill (ForceShed) and an overload
+// manager (OverloadShed, renewed every period with a short expiry) each
+// keep their own floor; the higher is in force. The manager's periodic
+// calls do not end the drill, a drill set or cleared meanwhile does not
+// end the manager's floor, and each ends at its own expiry.
+func TestDrillAndOverloadFloors(t *testing.T) {
+	ctl := admit.New(admit.WithSignals(newFixedSignal(0.2, 0.8)))
+	period := admit.DefaultPeriod
+	now := t0
+	ctl.Step(now)
+	drillEnd := now.Add(2 * time.Second)
+	ctl.ForceShed(1, drillEnd)
+
+	managing := true
+	var managerFloor float64
+	step := func(d time.Duration) {
+		for end := now.Add(d); now.Before(end); {
+			now = now.Add(period)
+			if managing {
+				ctl.OverloadShed(managerFloor, now.Add(3*period)) // what overload.Manager.Step does
+			}
+			ctl.Step(now)
+		}
+	}
+	check := func(when string, drill, manager float64, want [4]float64) {
+		t.Helper()
+		s := ctl.Snapshot()
+		if s.ForcedShed != drill || s.OverloadShed != manager {
+			t.Errorf("%s: snapshot drill %v, manager %v; want %v, %v", when, s.ForcedShed, s.OverloadShed, drill, manager)
+		}
+		if l, _, ok := ctl.ForcedShed(now); l != drill || ok != (drill > 0) {
+			t.Errorf("%s: ForcedShed = %v, %v; want %v", when, l, ok, drill)
+		}
+		if l, _, ok := ctl.OverloadShedFloor(now); l != manager || ok != (manager > 0) {
+			t.Errorf("%s: OverloadShedFloor = %v, %v; want %v", when, l, ok, manager)
+		}
+		got := rejectedShares(t, ctl, now, 100)
+		for r := range got {
+			if math.Abs(got[r]-want[r]) > 0.02 {
+				t.Errorf("%s: rejected %v, want %v", when, got, want)
+				break
+			}
+		}
+	}
+
+	managerFloor = 2
+	step(500 * time.Millisecond)
+	check("drill 1 under the manager's 2", 1, 2, [4]float64{1, 1, 0, 0})
+	managerFloor = 0.5 // the manager's level fell; the drill is the higher
+	step(500 * time.Millisecond)
+	check("drill 1 over the manager's 0.5", 1, 0.5, [4]float64{1, 0, 0, 0})
+
+	// The drill is cleared by hand (DELETE /drill): the manager's floor stays.
+	managerFloor = 3
+	step(2 * period)
+	ctl.ForceShed(0, time.Time{})
+	step(2 * period)
+	check("drill cleared, manager at 3", 0, 3, [4]float64{1, 1, 1, 0})
+
+	// A new drill while the manager renews: both; the manager stops (its
+	// floor expires three periods later), the drill goes on.
+	drillEnd = now.Add(time.Second)
+	ctl.ForceShed(1.5, drillEnd)
+	step(2 * period)
+	check("drill 1.5 under the manager's 3", 1.5, 3, [4]float64{1, 1, 1, 0})
+	managing = false
+	step(3 * period)
+	check("manager stopped", 1.5, 0, [4]float64{1, 0.5, 0, 0})
+	for now.Before(drillEnd) {
+		step(period)
+	}
+	check("drill expired", 0, 0, [4]float64{})
+	// CRITICAL was shed by the manager's floor alone: its rejections
+	// are the forced stage's, like a drill's.
+	snap := ctl.Snapshot()
+	if n, all := snap.Shed[levee.Critical][admit.StageForced], snap.Rejected[levee.Critical][levee.Overloaded]; n == 0 || n != all {
+		t.Errorf("CRITICAL: %d rejections by the forced stage of %d; want all of them, and some", n, all)
+	}
+}
+
 // TestShedStages: every overload rejection is counted once by the stage
 // that decided it, and the stages add up to Rejected[cr][Overloaded]: the
 // tenant stage cutting an abuser, the ladder, a forced level above the

@@ -195,7 +195,7 @@ type planInput struct {
 	fair   float64                         // fair share per tenant, 0 = no tenant stage
 	period float64                         // seconds until the next plan; 0 = fractions only
 	slack  float64                         // shed rate a fully shed boundary may leave unshed
-	floor  float64                         // forced shed level (ForceShed), 0 = none
+	floor  float64                         // forced shed level (ForceShed, OverloadShed), 0 = none
 	drain  float64                         // rate to shed besides shed, to work a backlog off (law.go)
 }
 

@@ -16,7 +16,7 @@ type report struct {
 	snap   Snapshot
 	level  degrade.Level // the degradation level after the last Step
 	drill  bool          // a drill was in force at the last Step
-	forced bool          // a shed level was forced at the last Step
+	forced bool          // a drill's shed level was forced at the last Step
 	dry    dryLog
 }
 
@@ -37,7 +37,7 @@ type reportIn struct {
 	dry                   bool
 	would                 [levee.NumCriticalities][levee.NumReasons]uint64 // cumulative
 	wouldShed             float64                                          // the plan's shed rate, reported in dry-run
-	forced                *forcedShed
+	forced                [numFloors]*forcedShed                           // the floors in force, by floorSource
 }
 
 // step updates the snapshot and returns the period's events (none when
@@ -73,8 +73,12 @@ func (r *report) step(c *Controller, in reportIn) stepOut {
 		out.dry = r.dry.step(in.now, in.would, s.WouldShedRPS)
 	}
 	s.ForcedShed, s.ForcedShedUntil = 0, time.Time{}
-	if in.forced != nil {
-		s.ForcedShed, s.ForcedShedUntil = in.forced.level, in.forced.until
+	if f := in.forced[drillFloor]; f != nil {
+		s.ForcedShed, s.ForcedShedUntil = f.level, f.until
+	}
+	s.OverloadShed, s.OverloadShedUntil = 0, time.Time{}
+	if f := in.forced[overloadFloor]; f != nil {
+		s.OverloadShed, s.OverloadShedUntil = f.level, f.until
 	}
 
 	var events []Event
@@ -104,7 +108,7 @@ func (r *report) step(c *Controller, in reportIn) stepOut {
 		events = append(events, Event{Kind: k})
 		r.drill = drill
 	}
-	if forced := in.forced != nil; forced != r.forced {
+	if forced := in.forced[drillFloor] != nil; forced != r.forced {
 		k := ForcedShedEnd
 		if forced {
 			k = ForcedShedStart

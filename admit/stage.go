@@ -14,8 +14,9 @@ const (
 	// StageLadder: the ladder over criticalities, lowest first (and the
 	// surge bound before shedding starts, which follows it).
 	StageLadder
-	// StageForced: a criticality shed because a forced shed level
-	// (ForceShed) asks for more of it than the ladder would shed.
+	// StageForced: a criticality shed because a forced shed level (a
+	// drill's ForceShed or an overload manager's OverloadShed, the higher
+	// in force) asks for more of it than the ladder would shed.
 	StageForced
 	// StageRunQueue: a request that waited in the run queue
 	// (Ticket.Wait) longer than it allows, whatever its criticality.

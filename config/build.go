@@ -6,6 +6,7 @@ import (
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
@@ -154,6 +155,61 @@ func (s Signals) disabled() []string {
 		}
 	}
 	return out
+}
+
+// Options returns the overload.New options of the section: the period,
+// each resource's thresholds (overload.WithThresholds: they apply to the
+// resources overload.Resources builds from the signals), each action's
+// level and cooldown, the shed floors, the body limit, the timeouts and
+// the in-flight cap's shares and minimum. The resources, the shedder and
+// the logger are the caller's; Manager.Reconfigure takes the same options
+// on a reload (ApplyOverload).
+func (o Overload) Options() []overload.Option {
+	opts := []overload.Option{overload.WithPeriod(o.Period)}
+	for _, r := range o.resources() {
+		opts = append(opts, overload.WithThresholds(r.name, overload.Thresholds{
+			Enter: [overload.NumLevels - 1]float64{r.t.Elevated, r.t.High, r.t.Critical}, Margin: r.t.Margin, Goal: r.t.Goal,
+		}))
+	}
+	for _, a := range o.actions() {
+		opts = append(opts, overload.WithAction(a.action, a.c.Level), overload.WithCooldown(a.action, a.c.Cooldown))
+	}
+	return append(opts,
+		overload.WithShedFloors(o.ShedFloors.Elevated, o.ShedFloors.High, o.ShedFloors.Critical),
+		overload.WithBodyLimit(o.BodyLimit),
+		overload.WithTimeouts(o.IdleTimeout, o.HeaderTimeout),
+		overload.WithInFlightShares(o.InFlightShares.Sheddable, o.InFlightShares.SheddablePlus),
+		overload.WithMinInFlight(o.MinInFlight),
+	)
+}
+
+// resource and action name a field of the section with what it
+// configures.
+type (
+	resource struct {
+		name string // as overload.Resources names it
+		t    *Thresholds
+	}
+	action struct {
+		action overload.Action
+		c      *OverloadAction
+	}
+)
+
+// resources returns the section's thresholds by resource.
+func (o *Overload) resources() []resource {
+	r := &o.Resources
+	return []resource{{"memory", &r.Memory}, {"gc_cpu", &r.GCCPU}, {"goroutines", &r.Goroutines}, {"open_files", &r.OpenFiles}}
+}
+
+// actions returns the section's actions.
+func (o *Overload) actions() []action {
+	a := &o.Actions
+	return []action{
+		{overload.Shed, &a.Shed}, {overload.LargeBodies, &a.LargeBodies}, {overload.InFlight, &a.InFlight},
+		{overload.KeepAlive, &a.KeepAliveOff}, {overload.Timeouts, &a.ShortTimeouts},
+		{overload.CriticalOnly, &a.CriticalOnly}, {overload.Collect, &a.Collect},
+	}
 }
 
 // Options returns the degrade options of the section.

@@ -6,6 +6,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/retry"
 	"github.com/levee-dev/levee/throttle"
 )
@@ -35,6 +36,10 @@ type Config struct {
 	Signals Signals `yaml:"signals"`
 	// Degrade configures the degradation levels (package degrade).
 	Degrade Degrade `yaml:"degrade"`
+	// Overload configures the overload manager (package overload): what
+	// the process does, beyond rejecting, as its memory, GC share,
+	// goroutines or descriptors near their limits.
+	Overload Overload `yaml:"overload"`
 	// HTTP configures the server side for net/http and gRPC: health paths,
 	// trusted networks, route rules, the paths levee serves itself.
 	HTTP HTTP `yaml:"http"`
@@ -244,6 +249,136 @@ type Degrade struct {
 	Hold time.Duration `yaml:"hold"`
 }
 
+// Overload configures the overload manager (package overload), which
+// leveehttp.Protect builds from the memory, gc_cpu, goroutines and
+// open_files signals of the signals section. While it is enabled those
+// signals drive the manager and admission control reads only cpu,
+// sched_latency, queue_delay and concurrency: a limit's signal lags
+// admission and is no rate to steer by (with memory also in admission at
+// its target 0.8, admission would hold memory at 0.8 and serve less than
+// what fits), so the manager acts on it with its own rules: a shed floor,
+// a cap on the requests in flight, keep-alive off, short timeouts, and at
+// the last level only CRITICAL_PLUS and health probes. Disabled, admission
+// reads every signal, as before the manager. Everything but enabled and
+// period changes while the service runs.
+type Overload struct {
+	// Enabled builds the manager. Default true.
+	Enabled bool `yaml:"enabled" reload:"restart"`
+	// Period is how often the manager steps; the state of a step lasts
+	// 3 periods (at least 300ms) without another. Default 100ms; range
+	// [10ms, 10s].
+	Period time.Duration `yaml:"period" reload:"restart"`
+	// Resources holds the thresholds of each resource; a resource whose
+	// signal the signals section leaves out (goroutines without a limit)
+	// does not exist.
+	Resources OverloadResources `yaml:"resources"`
+	// Actions holds the level each action starts at and its cooldown.
+	Actions OverloadActions `yaml:"actions"`
+	// ShedFloors is the admission controller's shed level (0 none … 4
+	// everything; 1 = every SHEDDABLE request) the shed action holds at
+	// least, at each level. Defaults 1, 2, 3; each in [0, 4], not
+	// descending.
+	ShedFloors ShedFloors `yaml:"shed_floors"`
+	// BodyLimit is the largest declared request body, in bytes, the
+	// large_bodies action lets through (an undeclared length is refused
+	// too). Default 1048576 (1 MiB); range [1, 1 TiB].
+	BodyLimit int64 `yaml:"body_limit"`
+	// IdleTimeout and HeaderTimeout are the short_timeouts action's: how
+	// long a connection may wait for a request's first byte, then for the
+	// rest of its head. Defaults 1s and 2s; range [10ms, 1h].
+	IdleTimeout   time.Duration `yaml:"idle_timeout"`
+	HeaderTimeout time.Duration `yaml:"header_timeout"`
+	// InFlightShares is the share of the in_flight cap SHEDDABLE and
+	// SHEDDABLE_PLUS requests may use (CRITICAL all of it, CRITICAL_PLUS
+	// is not capped). Defaults 0.8 and 0.9; each in (0, 1], the first not
+	// above the second.
+	InFlightShares InFlightShares `yaml:"in_flight_shares"`
+	// MinInFlight is the lowest the in_flight cap goes. Default 2; range
+	// [1, 1000000].
+	MinInFlight int `yaml:"min_in_flight"`
+}
+
+// OverloadResources holds each resource's thresholds
+// (overload.WithThresholds).
+type OverloadResources struct {
+	// Memory: the fraction of GOMEMLIMIT or the cgroup limit in use.
+	// Defaults 0.92, 0.95, 0.98, margin 0.04, goal 0.9.
+	Memory Thresholds `yaml:"memory"`
+	// GCCPU: the garbage collector's share of the CPU. Defaults 0.4,
+	// 0.45, 0.5, margin 0.05, goal 0 (it does not grow with the requests
+	// in flight).
+	GCCPU Thresholds `yaml:"gc_cpu"`
+	// Goroutines: live goroutines against signals.goroutines.limit.
+	// Defaults 0.9, 0.95, 0.98, margin 0.04, goal 0.85.
+	Goroutines Thresholds `yaml:"goroutines"`
+	// OpenFiles: open descriptors against RLIMIT_NOFILE. Defaults 0.7,
+	// 0.85, 0.95, margin 0.05, goal 0.
+	OpenFiles Thresholds `yaml:"open_files"`
+}
+
+// Thresholds are the readings at which a resource puts the process at
+// each level (see overload.Resource).
+type Thresholds struct {
+	// Elevated, High and Critical are entered at these readings; each in
+	// [0, 1], 0 never reached, the others not descending.
+	Elevated float64 `yaml:"elevated"`
+	High     float64 `yaml:"high"`
+	Critical float64 `yaml:"critical"`
+	// Margin is the hysteresis: a level is left below its threshold less
+	// the margin. Range (0, 0.5].
+	Margin float64 `yaml:"margin"`
+	// Goal, when above 0, caps the requests in flight at what holds the
+	// reading at the goal (the in_flight action); 0: none. Range [0, 1].
+	Goal float64 `yaml:"goal"`
+}
+
+// OverloadActions configures each action (see overload.Action).
+type OverloadActions struct {
+	// Shed raises the admission controller's shed level to shed_floors.
+	// Default elevated, cooldown 1s.
+	Shed OverloadAction `yaml:"shed"`
+	// LargeBodies refuses requests with a body above body_limit or of
+	// undeclared length. Default elevated, 1s.
+	LargeBodies OverloadAction `yaml:"large_bodies"`
+	// InFlight caps the requests in flight where a resource's goal lies.
+	// Default normal (whenever a resource sets a cap), 1s.
+	InFlight OverloadAction `yaml:"in_flight"`
+	// KeepAliveOff turns HTTP keep-alive off. Default high, 5s.
+	KeepAliveOff OverloadAction `yaml:"keep_alive_off"`
+	// ShortTimeouts shortens idle and header timeouts. Default high, 5s.
+	ShortTimeouts OverloadAction `yaml:"short_timeouts"`
+	// CriticalOnly refuses every request but CRITICAL_PLUS (health
+	// probes are never refused). Default critical, 1s.
+	CriticalOnly OverloadAction `yaml:"critical_only"`
+	// Collect forces a garbage collection when the heap reading is
+	// stale. Default high, 0s.
+	Collect OverloadAction `yaml:"collect"`
+}
+
+// OverloadAction is one action's level and cooldown.
+type OverloadAction struct {
+	// Level is the level the action starts at: off (never), normal,
+	// elevated, high or critical.
+	Level overload.Level `yaml:"level"`
+	// Cooldown is how long the level must stay below Level before the
+	// action ends. Range [0, 10m].
+	Cooldown time.Duration `yaml:"cooldown"`
+}
+
+// ShedFloors are the shed action's levels at Elevated, High and Critical.
+type ShedFloors struct {
+	Elevated float64 `yaml:"elevated"`
+	High     float64 `yaml:"high"`
+	Critical float64 `yaml:"critical"`
+}
+
+// InFlightShares are the shares of the in_flight cap of the two lowest
+// criticalities.
+type InFlightShares struct {
+	Sheddable     float64 `yaml:"sheddable"`
+	SheddablePlus float64 `yaml:"sheddable_plus"`
+}
+
 // HTTP configures the server adapters.
 type HTTP struct {
 	// HealthPaths are never shed and never counted (exact paths).
@@ -422,6 +557,31 @@ func Default() *Config {
 			Hysteresis: degrade.DefaultHysteresis,
 			Max:        int(degrade.DefaultMax),
 			Hold:       degrade.DefaultHold,
+		},
+		Overload: Overload{
+			Enabled: true,
+			Period:  overload.DefaultPeriod,
+			Resources: OverloadResources{
+				Memory:     Thresholds{Elevated: 0.92, High: 0.95, Critical: 0.98, Margin: 0.04, Goal: 0.9},
+				GCCPU:      Thresholds{Elevated: 0.4, High: 0.45, Critical: 0.5, Margin: 0.05},
+				Goroutines: Thresholds{Elevated: 0.9, High: 0.95, Critical: 0.98, Margin: 0.04, Goal: 0.85},
+				OpenFiles:  Thresholds{Elevated: 0.7, High: 0.85, Critical: 0.95, Margin: 0.05},
+			},
+			Actions: OverloadActions{
+				Shed:          OverloadAction{overload.Elevated, time.Second},
+				LargeBodies:   OverloadAction{overload.Elevated, time.Second},
+				InFlight:      OverloadAction{overload.Normal, time.Second},
+				KeepAliveOff:  OverloadAction{overload.High, 5 * time.Second},
+				ShortTimeouts: OverloadAction{overload.High, 5 * time.Second},
+				CriticalOnly:  OverloadAction{overload.Critical, time.Second},
+				Collect:       OverloadAction{overload.High, 0},
+			},
+			ShedFloors:     ShedFloors{Elevated: 1, High: 2, Critical: 3},
+			BodyLimit:      1 << 20,
+			IdleTimeout:    time.Second,
+			HeaderTimeout:  2 * time.Second,
+			InFlightShares: InFlightShares{Sheddable: 0.8, SheddablePlus: 0.9},
+			MinInFlight:    2,
 		},
 		HTTP: HTTP{
 			HealthPaths: []string{"/healthz", "/readyz", "/livez"},

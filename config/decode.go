@@ -151,7 +151,7 @@ func (d *decoder) text(n *yaml.Node, v reflect.Value, written string) {
 // package prefix the user does not need.
 func textError(err error) string {
 	msg := err.Error()
-	for _, p := range []string{"levee: ", "config: "} {
+	for _, p := range []string{"levee: ", "config: ", "overload: "} {
 		msg = strings.TrimPrefix(msg, p)
 	}
 	return msg

@@ -3,7 +3,8 @@
 // that name the file, line and field as the user wrote them; reloads that
 // are applied whole or rejected whole; and the targets that push a new
 // configuration into the running parts (admission controller, signals,
-// degradation levels, client throttles, the HTTP router).
+// degradation levels, the overload manager, client throttles, the HTTP
+// router).
 //
 // # The file
 //
@@ -23,6 +24,14 @@
 //	  goroutines: {limit: 20000}  # none without a limit
 //	  open_files: {target: 0.8}
 //	degrade: {target: 0.85, max: 3, hold: 1s}
+//	overload:                   # the process's own limits (package overload)
+//	  enabled: true             # restart; off: admission reads every signal
+//	  resources:
+//	    memory: {elevated: 0.92, high: 0.95, critical: 0.98, margin: 0.04, goal: 0.9}
+//	  actions:
+//	    keep_alive_off: {level: high, cooldown: 5s}
+//	    critical_only: {level: critical, cooldown: 1s}
+//	  body_limit: 1048576
 //	http:
 //	  health_paths: [/healthz, /readyz, /livez]
 //	  trusted_networks: [10.0.0.0/8]
@@ -77,8 +86,8 @@
 // when an override is set or cleared. A candidate is validated whole,
 // compared with the configuration in force, refused if it changes a field
 // tagged reload:"restart" (admit.period, which signals are enabled and
-// everything about them but their targets, the paths, the client's retry
-// policy and budget), then
+// everything about them but their targets, overload.enabled and
+// overload.period, the paths, the client's retry policy and budget), then
 // offered to every Target's Check; only when everything accepts it is it
 // published and given to every Target's Apply. Otherwise the configuration
 // in force stays, and the Result and the log say why, with positions.
@@ -96,11 +105,14 @@
 //	cfg := rl.Current()
 //	set, err := cfg.Signals.Set()
 //	deg := degrade.New(cfg.Degrade.Options()...)
-//	ctl := admit.New(append(cfg.Admit.Options(), admit.WithSignals(set.Signals()...), admit.WithDegrade(deg))...)
+//	// the limits' signals (memory, GC, goroutines, descriptors) go to the overload manager
+//	ctl := admit.New(append(cfg.Admit.Options(), admit.WithSignals(set.CPU, set.Sched, set.Queue, set.Concurrency), admit.WithDegrade(deg))...)
 //	router := config.NewRouter(cfg)
-//	err = rl.Subscribe(config.ApplySignals(set), config.ApplyDegrade(deg), router)
+//	m := overload.New(append(cfg.Overload.Options(), overload.WithResources(overload.Resources(set)...), overload.WithShedder(ctl))...)
+//	err = rl.Subscribe(config.ApplySignals(set), config.ApplyDegrade(deg), config.ApplyOverload(m), router)
 //	go set.Run(ctx)
 //	go ctl.Run(ctx)
+//	go m.Run(ctx)
 //	go rl.Run(ctx)
 //	h := leveehttp.NewHandler(mux, ctl, leveehttp.WithTrust(router.Trusted))
 //

@@ -158,6 +158,36 @@ signals:
 			},
 		},
 		{
+			name: "overload section",
+			file: `version: 1
+overload:
+  period: 5ms
+  resources:
+    memory: {elevated: 0.95, high: 0.9, critical: 0, margin: 0, goal: 1.5}
+  actions:
+    shed: {level: hihg, cooldown: -1s}
+    keep_alive: {level: high}
+  shed_floors: {elevated: 2, high: 1, critical: 5}
+  body_limit: 0
+  in_flight_shares: {sheddable: 0.9, sheddable_plus: 0.8}
+`,
+			env: []string{"LEVEE_OVERLOAD_ACTIONS_COLLECT_LEVEL=sometimes"},
+			want: []string{
+				`f.yaml:3:11: overload.period: must be in [10ms, 10s], got 5ms`,
+				`f.yaml:5:36: overload.resources.memory.high: must be at least elevated (0.95), got 0.9`,
+				`f.yaml:5:62: overload.resources.memory.margin: must be in (0, 0.5], got 0`,
+				`f.yaml:5:71: overload.resources.memory.goal: must be in [0, 1], got 1.5`,
+				`f.yaml:7:19: overload.actions.shed.level: unknown level "hihg" (want off, normal, elevated, high or critical)`,
+				`f.yaml:7:35: overload.actions.shed.cooldown: must be in [0s, 10m], got -1s`,
+				`f.yaml:8:5: overload.actions.keep_alive: unknown field "keep_alive" (did you mean "keep_alive_off"?)`,
+				`f.yaml:9:36: overload.shed_floors.high: must be at least elevated (2), got 1`,
+				`f.yaml:9:49: overload.shed_floors.critical: must be in [0, 4], got 5`,
+				`f.yaml:10:15: overload.body_limit: must be in [1, 1099511627776], got 0`,
+				`f.yaml:11:54: overload.in_flight_shares.sheddable_plus: must be at least sheddable (0.9), got 0.8`,
+				`env LEVEE_OVERLOAD_ACTIONS_COLLECT_LEVEL: overload.actions.collect.level: unknown level "sometimes" (want off, normal, elevated, high or critical)`,
+			},
+		},
+		{
 			name: "syntax error",
 			file: "version: 1\nadmit:\n  period: [50ms\n",
 			want: []string{"f.yaml:2: not valid YAML: did not find expected ',' or ']'"},
@@ -316,6 +346,8 @@ func TestEnvNames(t *testing.T) {
 		"admit.dry_run":                     "LEVEE_ADMIT_DRY_RUN",
 		"admin.token":                       "LEVEE_ADMIN_TOKEN",
 		"fleet.redis.address":               "LEVEE_FLEET_REDIS_ADDRESS",
+		"overload.actions.shed.level":       "LEVEE_OVERLOAD_ACTIONS_SHED_LEVEL",
+		"overload.resources.gc_cpu.goal":    "LEVEE_OVERLOAD_RESOURCES_GC_CPU_GOAL",
 	} {
 		if vars[path] != want {
 			t.Errorf("variable of %s = %q, want %q", path, vars[path], want)

@@ -18,6 +18,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/throttle"
 )
 
@@ -382,6 +383,65 @@ func TestApplyTargets(t *testing.T) {
 		"signals.open_files.period":         "2s",
 		"signals.queue_delay.target_floor":  "1ms",
 	} {
+		before := rl.Current()
+		if res := rl.SetOverride(path, v); res.Applied || res.Err == nil || !strings.Contains(res.Err.Error(), "restart to apply it") {
+			t.Errorf("override %s=%s of a restart-only field: %+v", path, v, res)
+		}
+		if rl.Current() != before {
+			t.Errorf("override %s=%s changed the config in force", path, v)
+		}
+	}
+}
+
+// TestApplyOverload: the overload section's tunables reach a running
+// Manager at a reload; enabled and period need a restart; a Manager
+// built from Default() is as one built with no options.
+func TestApplyOverload(t *testing.T) {
+	var mem overload.Reading
+	m := overload.New(append(Default().Overload.Options(), overload.WithResources(
+		overload.MemoryResource(func() overload.Reading { return mem })))...)
+	rl, err := NewReloader(Default(), WithEnv(nil), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.Subscribe(ApplyOverload(m)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	step := func(v float64) overload.State {
+		mem = overload.Reading{Value: v}
+		now = now.Add(100 * time.Millisecond)
+		m.Step(now)
+		return m.State()
+	}
+	if s := step(0.9); s.Level != overload.Normal {
+		t.Fatalf("0.9 under the default thresholds: %v, want normal", s.Level)
+	}
+	for path, v := range map[string]string{
+		"overload.resources.memory.elevated":       "0.85",
+		"overload.actions.keep_alive_off.level":    "elevated",
+		"overload.actions.keep_alive_off.cooldown": "0s",
+		"overload.shed_floors.elevated":            "1.5",
+		"overload.body_limit":                      "1000",
+		"overload.idle_timeout":                    "300ms",
+		"overload.actions.critical_only.level":     "off",
+	} {
+		if res := rl.SetOverride(path, v); !res.Applied {
+			t.Fatalf("override %s=%s: %+v", path, v, res)
+		}
+	}
+	s := step(0.9)
+	if s.Level != overload.Elevated || !s.Active[overload.KeepAlive] || s.ShedFloor != 1.5 || s.BodyLimit != 1000 || s.IdleTimeout != 300*time.Millisecond {
+		t.Errorf("after the reload, 0.9: level %v, keep-alive off %v, shed floor %v, body limit %v, idle %v; want elevated, true, 1.5, 1000, 300ms",
+			s.Level, s.Active[overload.KeepAlive], s.ShedFloor, s.BodyLimit, s.IdleTimeout)
+	}
+	if s := step(0.99); s.Active[overload.CriticalOnly] {
+		t.Error("critical_only set off by the reload, but active at 0.99")
+	}
+	if s := step(0.5); s.Active[overload.KeepAlive] {
+		t.Error("keep_alive_off with cooldown 0s still active once the level fell")
+	}
+	for path, v := range map[string]string{"overload.enabled": "false", "overload.period": "1s"} {
 		before := rl.Current()
 		if res := rl.SetOverride(path, v); res.Applied || res.Err == nil || !strings.Contains(res.Err.Error(), "restart to apply it") {
 			t.Errorf("override %s=%s of a restart-only field: %+v", path, v, res)

@@ -280,6 +280,7 @@ func TestDefaultsMatchPackages(t *testing.T) {
 			t.Errorf("Signals.Set() with a goroutine limit differs from pressure.Default(WithGoroutineLimit): %s", d)
 		}
 	})
+	t.Run("overload", testOverloadDefaults)
 	t.Run("others", testOtherDefaults)
 }
 

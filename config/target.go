@@ -7,6 +7,7 @@ import (
 
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/degrade"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/throttle"
 )
@@ -144,6 +145,19 @@ func (degradeTarget) set(d *degrade.Controller, s Degrade) []error {
 		d.SetHysteresis(s.Hysteresis),
 		d.SetMax(degrade.Level(s.Max)),
 		d.SetHold(s.Hold),
+	}
+}
+
+// ApplyOverload returns the Target that keeps m's tunables as the
+// configuration's overload section says (Manager.Reconfigure with the
+// section's Options): the actions' levels and cooldowns, the resources'
+// thresholds, the shed floors, the body limit, the timeouts and the
+// in-flight cap's shares and minimum. Check tries them on a throwaway
+// Manager, so that Apply cannot fail.
+func ApplyOverload(m *overload.Manager) Target {
+	return targetFuncs{
+		check: func(next *Config) error { return overload.New().Reconfigure(next.Overload.Options()...) },
+		apply: func(next *Config) { _ = m.Reconfigure(next.Overload.Options()...) },
 	}
 }
 

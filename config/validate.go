@@ -10,6 +10,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/internal/suggest"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/overload"
 )
 
 // Validator collects the problems a section's Validate method finds, each
@@ -105,6 +106,7 @@ func validate(cfg *Config, ps *problems, fromFile bool) {
 	cfg.Admit.validate(v.Sub("admit"))
 	cfg.Signals.validate(v.Sub("signals"))
 	cfg.Degrade.validate(v.Sub("degrade"))
+	cfg.Overload.validate(v.Sub("overload"))
 	cfg.HTTP.validate(v.Sub("http"), cfg.Admin)
 	cfg.Admin.validate(v.Sub("admin"))
 	cfg.Reload.validate(v.Sub("reload"))
@@ -220,6 +222,64 @@ func (d *Degrade) validate(v *Validator) {
 	v.float("hysteresis", d.Hysteresis, 0, 1, false)
 	v.integer("max", d.Max, 1, 100)
 	v.duration("hold", d.Hold, 0, time.Hour, false)
+}
+
+func (o *Overload) validate(v *Validator) {
+	v.duration("period", o.Period, 10*time.Millisecond, 10*time.Second, false)
+	rs := v.Sub("resources")
+	for _, r := range o.resources() {
+		r.t.validate(rs.Sub(r.name))
+	}
+	as := v.Sub("actions")
+	for _, a := range o.actions() {
+		av := as.Sub(a.action.String())
+		if a.c.Level < overload.Off || a.c.Level > overload.Critical {
+			av.Errorf("level", "must be off, normal, elevated, high or critical, got %d", a.c.Level)
+		}
+		av.duration("cooldown", a.c.Cooldown, 0, 10*time.Minute, false)
+	}
+	fl := v.Sub("shed_floors")
+	ascending(fl, []string{"elevated", "high", "critical"}, []float64{o.ShedFloors.Elevated, o.ShedFloors.High, o.ShedFloors.Critical}, 0, 4, false)
+	v.integer64("body_limit", o.BodyLimit, 1, 1<<40)
+	v.duration("idle_timeout", o.IdleTimeout, 10*time.Millisecond, time.Hour, false)
+	v.duration("header_timeout", o.HeaderTimeout, 10*time.Millisecond, time.Hour, false)
+	sh := v.Sub("in_flight_shares")
+	sh.float("sheddable", o.InFlightShares.Sheddable, 0, 1, true)
+	sh.float("sheddable_plus", o.InFlightShares.SheddablePlus, 0, 1, true)
+	if x, y := o.InFlightShares.Sheddable, o.InFlightShares.SheddablePlus; x > 0 && x <= 1 && y > 0 && y <= 1 && x > y {
+		sh.Errorf("sheddable_plus", "must be at least sheddable (%g), got %g", x, y)
+	}
+	v.integer("min_in_flight", o.MinInFlight, 1, 1_000_000)
+}
+
+func (t *Thresholds) validate(v *Validator) {
+	ascending(v, []string{"elevated", "high", "critical"}, []float64{t.Elevated, t.High, t.Critical}, 0, 1, true)
+	v.float("margin", t.Margin, 0, 0.5, true)
+	v.float("goal", t.Goal, 0, 1, false)
+}
+
+// ascending checks values in [lo, hi] that do not descend, reporting a
+// value below an earlier one at its own field; with zeroSkips a 0 (never
+// reached) is left out of the order.
+func ascending(v *Validator, fields []string, xs []float64, lo, hi float64, zeroSkips bool) {
+	last, lastField := lo, ""
+	for i, x := range xs {
+		v.float(fields[i], x, lo, hi, false)
+		if math.IsNaN(x) || x < lo || x > hi || (zeroSkips && x == 0) {
+			continue
+		}
+		if x < last {
+			v.Errorf(fields[i], "must be at least %s (%g), got %g", lastField, last, x)
+			continue
+		}
+		last, lastField = x, fields[i]
+	}
+}
+
+func (v *Validator) integer64(field string, x, lo, hi int64) {
+	if x < lo || x > hi {
+		v.Errorf(field, "must be in [%d, %d], got %d", lo, hi, x)
+	}
 }
 
 func (h *HTTP) validate(v *Validator, admin Admin) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 )
 
@@ -30,6 +31,12 @@ func TestAllocs(t *testing.T) {
 	ctl.Step(time.Now()) // the coarse clock, as Run keeps it
 	s := NewServer(ctl)
 	sq := NewServer(ctl, WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency()))
+	// The overload manager's gate, at Elevated (its gate checks each call)
+	// for an hour.
+	om := overload.New(overload.WithPeriod(10*time.Second), overload.WithResources(
+		overload.MemoryResource(func() overload.Reading { return overload.Reading{Value: 0.93} })))
+	om.Step(time.Now())
+	so := NewServer(ctl, WithOverload(om))
 	tag := &stats.RPCTagInfo{FullMethodName: echoMethod}
 	md := metadata.Pairs("levee-criticality", "SHEDDABLE_PLUS", ":authority", "x")
 	base := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4}})
@@ -71,7 +78,13 @@ func TestAllocs(t *testing.T) {
 			_, _ = sq.UnaryServerInterceptor(ctx, "x", info, handler)
 			tapTicket(ctx).release(nil)
 		}},
+		{"tap+overload+interceptor", 3, func() {
+			ctx, _ := so.InHandle(stream, tinfo)
+			_, _ = so.UnaryServerInterceptor(ctx, "x", info, handler)
+			tapTicket(ctx).release(nil)
+		}},
 		{"interceptor", 3, func() { _, _ = s.UnaryServerInterceptor(stream, "x", info, handler) }},
+		{"overload+interceptor", 3, func() { _, _ = so.UnaryServerInterceptor(stream, "x", info, handler) }},
 		{"client default call", 1, func() { _ = c.UnaryClientInterceptor(plainCall, echoMethod, "x", "y", cc, invoker) }},
 		{"client propagating", 5, func() { _ = c.UnaryClientInterceptor(propCall, echoMethod, "x", "y", cc, invoker) }},
 	}

@@ -88,7 +88,8 @@ type Protected struct {
 // calls wait in the run queue (streams only while they start); callers in
 // http.trusted_networks are trusted; the gRPC health service and the
 // methods listed in http.health_paths ("/pkg.Service/Method") are never
-// shed. DialOptions give outgoing calls the configuration's retry policy,
+// shed; the overload manager's gate (WithOverload) sits in the tap before
+// admission, and its shed floor is the controller's. DialOptions give outgoing calls the configuration's retry policy,
 // retry budget and adaptive throttles (client.*), whose metrics join the
 // others. Misuse is reported once, as leveehttp.Protect reports it (a
 // server without the tap or the stats handler, for example).
@@ -129,6 +130,9 @@ func Protect(ctx context.Context, opts ...ProtectOption) (*Protected, error) {
 	}
 	if c := hp.Signals().Concurrency; c != nil {
 		sopts = append(sopts, WithConcurrency(c))
+	}
+	if o := hp.Overload(); o != nil {
+		sopts = append(sopts, WithOverload(o.Manager()))
 	}
 	p.server = NewServer(hp.Controller(), append(sopts, pc.server...)...)
 	server.Store(p.server)

@@ -21,6 +21,7 @@ import (
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/internal/inbound"
 	"github.com/levee-dev/levee/internal/wire"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 )
 
@@ -37,6 +38,7 @@ type Server struct {
 	load     bool
 	queue    QueueObserver
 	conc     *pressure.Concurrency
+	gate     *overload.Manager
 	report   func(problem, detail string)
 	checked  atomic.Bool // the first call was checked for misuse
 	inflight atomic.Int64
@@ -151,6 +153,48 @@ type QueueObserver interface {
 // methods are not observed. Default: none.
 func WithQueueDelay(q QueueObserver) Option {
 	return func(s *Server) { s.queue = q }
+}
+
+// WithOverload puts the overload manager m's request gate before
+// admission (overload.Manager.Enter): in InHandle, or in the interceptors
+// for calls the tap did not see. A call it refuses ends UNAVAILABLE
+// (overloaded, with its pushback of about a second) before admission, and
+// is counted in the controller (CountRejected); exempt methods (health
+// checks) never reach it and CRITICAL_PLUS calls always pass it. So the
+// manager's in-flight cap and its last level (only CRITICAL_PLUS) hold
+// for gRPC as for HTTP; its shed floor needs nothing here (it is the
+// controller's). A call it lets through counts as in flight until its
+// ticket is released: a unary call's handler returns, a stream's handler
+// first receives or sends (as its run slot, see StreamServerInterceptor).
+// A call's size is not declared before its message, so the LargeBodies
+// action does not apply (grpc.MaxRecvMsgSize bounds it); keep-alive and
+// timeouts are the HTTP server's actions. It needs a controller (NewServer
+// with c); Enter and Exit do not allocate. Default: none; Protect sets
+// leveehttp.Protect's manager.
+func WithOverload(m *overload.Manager) Option {
+	return func(s *Server) { s.gate = m }
+}
+
+// enterGate asks the overload gate about a call of criticality c: nil
+// when it may go on (or there is no gate), else the status error to end
+// it with, counted in the controller.
+func (s *Server) enterGate(c levee.Criticality) *levee.RejectedError {
+	if s.gate == nil {
+		return nil
+	}
+	v := s.gate.Enter(c, 0)
+	if v == overload.Pass {
+		return nil
+	}
+	s.c.CountRejected(c, levee.Overloaded)
+	return v.Err()
+}
+
+// exitGate ends a call the overload gate let through.
+func (s *Server) exitGate() {
+	if s.gate != nil {
+		s.gate.Exit()
+	}
 }
 
 // WithProblemReporter sets the function told once about misuse the Server
@@ -272,6 +316,7 @@ func (t *ticket) release(err error) {
 		t.s.endInHandler(t.cs, t.stream)
 		t.t.Done(err)
 		t.s.inflight.Add(-1)
+		t.s.exitGate()
 	}
 }
 
@@ -280,6 +325,7 @@ func (t *ticket) reap() bool {
 	if t.state.CompareAndSwap(tapHeld, released) {
 		t.t.Done(context.Canceled)
 		t.s.inflight.Add(-1)
+		t.s.exitGate()
 		return true
 	}
 	return t.state.Load() != tapHeld
@@ -462,8 +508,12 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 	if s.c == nil {
 		return a, nil
 	}
+	if rej := s.enterGate(in.Call.Criticality); rej != nil {
+		return nil, Status(s.advise(rej)).Err()
+	}
 	t, err := s.c.Admit(a)
 	if err != nil {
+		s.exitGate()
 		return nil, Status(s.advise(levee.AsRejected(err))).Err()
 	}
 	s.inflight.Add(1)
@@ -539,6 +589,9 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		resp, err = handler(ctx, req)
 		return resp, s.finish(ctx, err, nil)
 	}
+	if rej := s.enterGate(levee.CallFrom(ctx).Criticality); rej != nil {
+		return nil, s.refuse(ctx, rej, nil)
+	}
 	t, aerr := s.c.Admit(ctx)
 	if aerr == nil {
 		// The run queue (admit.WithRunQueue): wait, parked and in order,
@@ -546,6 +599,7 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		aerr = t.Wait(ctx)
 	}
 	if aerr != nil {
+		s.exitGate()
 		return nil, s.refuse(ctx, aerr, nil)
 	}
 	s.inflight.Add(1)
@@ -557,6 +611,7 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		s.endInHandler(cs, false)
 		t.Done(err)
 		s.inflight.Add(-1)
+		s.exitGate()
 		err = s.finish(ctx, err, nil)
 	}()
 	return handler(ctx, req)
@@ -601,8 +656,12 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 	if s.c == nil {
 		return s.finish(ctx, handler(srv, ws), ss)
 	}
+	if rej := s.enterGate(levee.CallFrom(ctx).Criticality); rej != nil {
+		return s.refuse(ctx, rej, ss)
+	}
 	at, aerr := s.c.Admit(ctx)
 	if aerr != nil {
+		s.exitGate()
 		return s.refuse(ctx, aerr, ss)
 	}
 	s.inflight.Add(1)

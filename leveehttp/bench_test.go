@@ -10,6 +10,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 	"github.com/levee-dev/levee/retry"
 )
@@ -65,6 +66,9 @@ func benchCases() []benchCase {
 	}
 	router := config.NewRouter(rcfg)
 	return []benchCase{
+		{"accept-overload", NewHandler(okHandler, admit.New(), WithOverload(benchOverload(0.5))), plain},
+		{"accept-overload-elevated", NewHandler(okHandler, admit.New(), WithOverload(benchOverload(0.93))), plain},
+		{"reject-overload", NewHandler(okHandler, admit.New(), WithOverload(benchOverload(0.99))), plain},
 		{"bare", okHandler, plain},
 		{"accept-mux", NewHandler(mux, routed), plain},
 		{"accept-signals", NewHandler(okHandler, admit.New(), WithQueueDelay(pressure.NewQueueDelay()), WithConcurrency(pressure.NewConcurrency())), plain},
@@ -80,11 +84,26 @@ func benchCases() []benchCase {
 	}
 }
 
+// benchOverload returns an Overload whose manager has stepped once with
+// its memory resource reading v (0.5 normal: no gate; 0.93 elevated:
+// large bodies refused, the request passes the gate; 0.99 critical: only
+// CRITICAL_PLUS passes), its state lasting 30 s (a 10 s period).
+func benchOverload(v float64) *Overload {
+	m := overload.New(overload.WithPeriod(10*time.Second), overload.WithResources(
+		overload.MemoryResource(func() overload.Reading { return overload.Reading{Value: v} })))
+	m.Step(time.Now())
+	return NewOverload(m)
+}
+
 // BenchmarkHandler measures one request through NewHandler with a real
 // admit.Controller against the bare next handler ("bare") in the same run:
 // accept (no headers: peer-prefix tenant), accept-headers (trusted
 // criticality, tenant, timeout and attempt: adds a context deadline), and
-// the two cheapest rejections (a tenant over quota, an expired budget).
+// the two cheapest rejections (a tenant over quota, an expired budget);
+// with the overload manager's gate (WithOverload): accept-overload (no
+// action concerns requests), accept-overload-elevated (the gate checks
+// the request and lets it through), reject-overload (the last level
+// refuses it).
 func BenchmarkHandler(b *testing.B) {
 	for _, bc := range benchCases() {
 		b.Run(bc.name, func(b *testing.B) {
@@ -120,14 +139,17 @@ func BenchmarkHandler(b *testing.B) {
 // allocates nothing.
 func TestHandlerAllocs(t *testing.T) {
 	want := map[string]float64{
-		"bare":           0,
-		"accept-mux":     3,
-		"accept-signals": 3,
-		"accept-router":  7,
-		"accept":         4,
-		"accept-headers": 8,
-		"reject-quota":   4,
-		"reject-expired": 0,
+		"accept-overload":          3, // as accept (measured 3)
+		"accept-overload-elevated": 3,
+		"reject-overload":          2, // the Retry-After values: refused before the context is built
+		"bare":                     0,
+		"accept-mux":               3,
+		"accept-signals":           3,
+		"accept-router":            7,
+		"accept":                   4,
+		"accept-headers":           8,
+		"reject-quota":             4,
+		"reject-expired":           0,
 	}
 	for _, bc := range benchCases() {
 		r := bc.req()

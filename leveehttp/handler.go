@@ -108,6 +108,7 @@ type handlerConfig struct {
 	loadHeader func() bool
 	queue      QueueObserver
 	conc       *pressure.Concurrency
+	overload   *Overload
 	rand       func() uint64
 	now        func() time.Time
 	names      *HeaderNames
@@ -361,6 +362,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.count(in.Call.Criticality, levee.Deadline)
 		h.reject(w, r, err)
 		return
+	}
+	if o := h.cfg.overload; o != nil {
+		// The overload manager's gate, before the request costs anything
+		// more (its context, admission): counted by o's counter.
+		if rej := o.Check(r, in.Call.Criticality, now); rej != nil {
+			h.reject(w, r, rej)
+			return
+		}
+		defer o.Done()
 	}
 	ctx = levee.WithCall(ctx, in.Call)
 	if bctx, cancel := inbound.Bound(ctx, in.Deadline); cancel != nil {

@@ -39,11 +39,11 @@ import (
 //
 // Wiring (leveehttp.Protect does it; by hand):
 //
-//	m := overload.New(overload.WithResources(overload.Resources(set)...), ...)
+//	m := overload.New(overload.WithResources(overload.Resources(set)...), overload.WithShedder(ctl))
 //	go m.Run(ctx)
-//	srv := &http.Server{Handler: h}
-//	o := leveehttp.NewOverload(m, leveehttp.WithOverloadServer(srv))
-//	srv.Handler = o.Wrap(h) // or the Handler's hook, see Check
+//	srv := &http.Server{ConnContext: leveehttp.ConnContext}
+//	o := leveehttp.NewOverload(m, leveehttp.WithOverloadServer(srv), leveehttp.WithOverloadCounter(ctl.CountRejected))
+//	srv.Handler = leveehttp.NewHandler(h, ctl, leveehttp.WithOverload(o)) // or o.Wrap(h) without a Handler
 //	srv.ConnState = o.ConnState
 //	srv.Serve(leveehttp.Listener(o.Listener(ln)))
 //
@@ -156,6 +156,19 @@ func NewOverload(m *overload.Manager, opts ...OverloadOption) *Overload {
 	}
 	m.Attach(o)
 	return o
+}
+
+// WithOverload puts o's request gate in the Handler (see Overload.Check):
+// once a request's criticality and deadline are derived, before its
+// context is built and before admission, so that a refusal costs neither;
+// health probes never reach it. A refused request is answered as a
+// rejection (503 overloaded, Retry-After about a second, through the
+// Responder) and counted by o's counter (WithOverloadCounter: give it the
+// controller's CountRejected, as Protect does); a request the gate lets
+// through is ended in it when the Handler returns. It adds no allocation
+// (BenchmarkHandler's accept-overload). Default: none.
+func WithOverload(o *Overload) HandlerOption {
+	return func(c *handlerConfig) { c.overload = o }
 }
 
 // Manager returns the Manager whose actions the Overload applies.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/overload"
 )
 
@@ -338,5 +339,81 @@ func BenchmarkOverloadCheck(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// TestHandlerOverloadHook: the Handler's gate (WithOverload) refuses
+// before admission, through the Responder, counted once by the
+// Overload's counter; probes and CRITICAL_PLUS from a trusted caller pass;
+// a request let through is ended when the Handler returns, whatever its
+// outcome (a panic included).
+func TestHandlerOverloadHook(t *testing.T) {
+	m, set := scriptedManager()
+	ctl := admit.New()
+	o := NewOverload(m, WithOverloadCounter(ctl.CountRejected))
+	var inFlight int64 = -1
+	h := NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight = m.InFlight()
+		if r.URL.Path == "/panic" {
+			panic(http.ErrAbortHandler)
+		}
+	}), ctl, WithOverload(o), WithTrust(func(r *http.Request) bool { return r.Header.Get("X-Trusted") == "yes" }),
+		WithResponder(ProblemJSON), WithProblemReporter(func(string, string) {}))
+	do := func(path, crit string, trusted bool) int {
+		r := httptest.NewRequest("GET", path, nil)
+		r.Header.Set(HeaderCriticality, crit)
+		if trusted {
+			r.Header.Set("X-Trusted", "yes")
+		}
+		w := httptest.NewRecorder()
+		func() {
+			defer func() { _ = recover() }()
+			h.ServeHTTP(w, r)
+		}()
+		if w.Code == http.StatusServiceUnavailable && !strings.Contains(w.Body.String(), `"reject"`) {
+			t.Errorf("%s %s: refusal %q not answered by the Responder", path, crit, w.Body.String())
+		}
+		return w.Code
+	}
+	for _, tc := range []struct {
+		v       float64
+		path    string
+		crit    string
+		trusted bool
+		want    int
+	}{
+		{0.5, "/x", "SHEDDABLE", false, 200},
+		{0.5, "/panic", "CRITICAL", false, 200},
+		{0.97, "/x", "CRITICAL", false, 503},
+		{0.97, "/x", "CRITICAL_PLUS", false, 503}, // untrusted: read as CRITICAL
+		{0.97, "/x", "CRITICAL_PLUS", true, 200},
+		{0.97, "/healthz", "SHEDDABLE", false, 200},
+	} {
+		set(tc.v)
+		m.Step(time.Now())
+		inFlight = -1
+		if got := do(tc.path, tc.crit, tc.trusted); got != tc.want {
+			t.Errorf("reading %v, %s %s trusted %v: %d, want %d", tc.v, tc.path, tc.crit, tc.trusted, got, tc.want)
+		}
+		wantIn := int64(1)
+		switch {
+		case tc.path == "/healthz":
+			wantIn = 0 // a probe never enters the gate
+		case tc.want != 200:
+			wantIn = -1 // next never ran
+		}
+		if inFlight != wantIn {
+			t.Errorf("reading %v, %s %s: in flight in the handler %d, want %d", tc.v, tc.path, tc.crit, inFlight, wantIn)
+		}
+		if n := m.InFlight(); n != 0 {
+			t.Errorf("reading %v, %s %s: %d in flight after the Handler returned, want 0", tc.v, tc.path, tc.crit, n)
+		}
+	}
+	snap := ctl.Snapshot()
+	if got := snap.Rejected[levee.Critical][levee.Overloaded]; got != 2 {
+		t.Errorf("controller counted %d CRITICAL overload rejections, want the gate's 2", got)
+	}
+	if got := m.Refused(overload.RefuseCriticalOnly, levee.Critical); got != 2 {
+		t.Errorf("manager refused %d CRITICAL, want 2", got)
 	}
 }

@@ -15,10 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/leveeprom"
+	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
 )
 
@@ -32,6 +34,7 @@ type protectConfig struct {
 	copts   []config.Option
 	handler []HandlerOption
 	admit   []admit.Option
+	over    []overload.Option
 	status  []StatusOption
 	reg     *prometheus.Registry
 	logger  *slog.Logger
@@ -80,6 +83,16 @@ func WithAdmitOptions(opts ...admit.Option) ProtectOption {
 	return func(c *protectConfig) { c.admit = append(c.admit, opts...) }
 }
 
+// WithOverloadOptions adds options to the overload manager, after those
+// of the configuration's overload section and Protect's own (the
+// resources of the signals' limits, the admission controller as its
+// Shedder, the logger): overload.WithObserver, overload.WithResources for
+// a limit of the service's own, for example. Ignored while
+// overload.enabled is false.
+func WithOverloadOptions(opts ...overload.Option) ProtectOption {
+	return func(c *protectConfig) { c.over = append(c.over, opts...) }
+}
+
 // WithStatusOptions adds options to the status page.
 func WithStatusOptions(opts ...StatusOption) ProtectOption {
 	return func(c *protectConfig) { c.status = append(c.status, opts...) }
@@ -102,7 +115,8 @@ func WithLogger(l *slog.Logger) ProtectOption {
 // WithServer lets f set up the http.Server that Serve, ServeTLS and
 // ListenAndServe use (timeouts, TLSConfig, ErrorLog, MaxHeaderBytes)
 // before Protect sets its Handler (the Protected) and chains its
-// ConnContext after Protect's. Default: ReadHeaderTimeout 10s (a slow
+// ConnContext and ConnState after Protect's (the overload manager owns
+// the server's keep-alive setting while it runs). Default: ReadHeaderTimeout 10s (a slow
 // sender cannot hold a connection open with a head it never finishes) and
 // IdleTimeout 2m.
 func WithServer(f func(srv *http.Server)) ProtectOption {
@@ -142,10 +156,10 @@ func WithShutdownGrace(d time.Duration) ProtectOption {
 // http.Handler that serves levee's own pages (the status page, the
 // Prometheus metrics, the admin endpoint) outside admission control and
 // every other request through a Handler, with the signals, the admission
-// controller and the configuration running beside it. Serve, ServeTLS and
-// ListenAndServe serve it with arrival stamps on every connection; Close
-// and Shutdown stop the server and everything Protect started. Safe for
-// concurrent use.
+// controller, the overload manager and the configuration running beside
+// it. Serve, ServeTLS and ListenAndServe serve it with arrival stamps on
+// every connection; Close and Shutdown stop the server and everything
+// Protect started. Safe for concurrent use.
 type Protected struct {
 	handler *Handler
 	ctl     *admit.Controller
@@ -154,7 +168,8 @@ type Protected struct {
 	rl      *config.Reloader
 	router  *config.Router
 	status  *Status
-	admin   *Admin // nil when the configuration does not enable it
+	over    *Overload // nil when the configuration disables the overload manager
+	admin   *Admin    // nil when the configuration does not enable it
 	metrics http.Handler
 	reg     *prometheus.Registry
 	cols    []prometheus.Collector
@@ -186,7 +201,17 @@ type Protected struct {
 // signals.* sets), the degradation controller (degrade.*) and the admission
 // controller (admit.*, the signals, route names from Route), and starts
 // them with the configuration's reload loop: nothing is left for the
-// caller to start. Requests go through a Handler that follows the
+// caller to start. While overload.enabled (the default) it also builds
+// the overload manager (package overload) over the signals of the
+// process's limits — memory, GC share, goroutines, descriptors — which
+// then drive the manager rather than admission (see config.Overload for
+// why): its shed floor raises the admission controller's shed level, its
+// request gate sits in the Handler before admission (the in-flight cap,
+// large bodies, and at the last level only CRITICAL_PLUS and health
+// probes), and the server's keep-alive and its connections' idle and
+// header timeouts follow its actions (Serve wraps the listener for it and
+// chains its ConnState); its state is on the status page and in the
+// metrics, and a reload changes its thresholds and actions. Requests go through a Handler that follows the
 // configuration's http section as it reloads (WithRouter: trusted
 // networks, health paths, route rules; http.load_header), feeds the
 // queue-delay and concurrency signals and names routes (the ServeMux pattern when next is
@@ -242,12 +267,28 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 	}
 	events := leveeprom.NewEventCollector()
 	aopts := append(cfg.Admit.Options(),
-		admit.WithSignals(set.Signals()...),
+		admit.WithSignals(admissionSignals(set, cfg.Overload.Enabled)...),
 		admit.WithDegrade(p.deg),
 		admit.WithRoute(Route),
 		admit.WithLogger(logger),
 		admit.WithObserver(events.Observe))
 	p.ctl = admit.New(append(aopts, pc.admit...)...)
+
+	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if pc.server != nil {
+		pc.server(p.srv)
+	}
+	var om *overload.Manager
+	if cfg.Overload.Enabled {
+		om = overload.New(append(append(cfg.Overload.Options(),
+			overload.WithResources(overload.Resources(set)...),
+			overload.WithShedder(p.ctl),
+			overload.WithLogger(logger)), pc.over...)...)
+		p.over = NewOverload(om, WithOverloadServer(p.srv), WithOverloadCounter(p.ctl.CountRejected),
+			WithOverloadTrust(p.router.Trusted), WithOverloadHealth(func(r *http.Request) bool {
+				return (r.Method == http.MethodGet || r.Method == http.MethodHead) && p.router.Health(r.URL.Path)
+			}))
+	}
 
 	p.loadHeader.Store(cfg.HTTP.LoadHeader)
 	hopts := []HandlerOption{
@@ -261,6 +302,9 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 	if set.Concurrency != nil {
 		hopts = append(hopts, WithConcurrency(set.Concurrency))
 	}
+	if p.over != nil {
+		hopts = append(hopts, WithOverload(p.over))
+	}
 	p.handler = NewHandler(next, p.ctl, append(hopts, pc.handler...)...)
 
 	targets := []config.Target{
@@ -269,6 +313,9 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		p.router,
 		config.TargetFunc(func(c *config.Config) { p.loadHeader.Store(c.HTTP.LoadHeader) }),
 		config.ApplyAdmission(p.ctl), // dry-run and quotas at run time
+	}
+	if om != nil {
+		targets = append(targets, config.ApplyOverload(om))
 	}
 	if err := rl.Subscribe(targets...); err != nil {
 		return nil, err
@@ -293,6 +340,9 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		leveeprom.NewConfigCollector(rl, p.admin),
 		p.problemCol,
 	}
+	if om != nil {
+		p.cols = append(p.cols, leveeprom.NewOverloadCollector(om))
+	}
 	p.reg = pc.reg
 	if p.reg == nil {
 		p.reg = prometheus.NewRegistry()
@@ -310,10 +360,6 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 	}
 	p.metrics = promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{})
 
-	p.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	if pc.server != nil {
-		pc.server(p.srv)
-	}
 	p.srv.Handler = p
 	userConn := p.srv.ConnContext
 	p.srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -323,15 +369,31 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		}
 		return ctx
 	}
+	if p.over != nil {
+		userState := p.srv.ConnState
+		p.srv.ConnState = func(c net.Conn, s http.ConnState) {
+			p.over.ConnState(c, s)
+			if userState != nil {
+				userState(c, s)
+			}
+		}
+	}
 
 	p.check(next, cfg)
 
 	// Everything is built: start the loops.
 	runCtx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	p.status = newStatus(p.ctl.Snapshot, append([]StatusOption{WithStatusContext(runCtx)}, pc.status...))
+	sopts := []StatusOption{WithStatusContext(runCtx)}
+	if om != nil {
+		sopts = append(sopts, WithStatusOverload(om))
+	}
+	p.status = newStatus(p.ctl.Snapshot, append(sopts, pc.status...))
 	p.wg.Go(func() { set.Run(runCtx) })
 	p.wg.Go(func() { p.ctl.Run(runCtx) })
+	if om != nil {
+		p.wg.Go(func() { om.Run(runCtx) })
+	}
 	p.wg.Go(func() { rl.Run(runCtx) })
 	for _, f := range pc.runs {
 		p.wg.Go(func() { f(runCtx) })
@@ -344,6 +406,25 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 		}
 	})
 	return p, nil
+}
+
+// admissionSignals returns the signals admission control reads: while
+// the overload manager runs, the CPU, scheduler-latency, queue-delay and
+// concurrency signals (those of a limit — memory, GC, goroutines,
+// descriptors — are the manager's: they lag admission and are no rate to
+// steer by, see config.Overload); every signal of the set otherwise.
+func admissionSignals(set *pressure.Set, manager bool) []levee.Signal {
+	if !manager {
+		return set.Signals()
+	}
+	var out []levee.Signal
+	for _, s := range set.Signals() {
+		switch s.(type) {
+		case *pressure.CPU, *pressure.SchedLatency, *pressure.QueueDelay, *pressure.Concurrency:
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // signalSet builds the signals the section asks for: pressure.Default
@@ -428,14 +509,25 @@ func (p *Protected) own(path string) http.Handler {
 }
 
 // Serve serves on ln (wrapped by Listener, so that every request is
-// stamped when its head arrives) until Close or Shutdown, and returns
-// http.ErrServerClosed then, as http.Server.Serve does.
-func (p *Protected) Serve(ln net.Listener) error { return p.srv.Serve(Listener(ln)) }
+// stamped when its head arrives, and, while the overload manager runs,
+// by its Overload's Listener inside it, for the short timeouts and the
+// connections closed when descriptors run out) until Close or Shutdown,
+// and returns http.ErrServerClosed then, as http.Server.Serve does.
+func (p *Protected) Serve(ln net.Listener) error { return p.srv.Serve(p.listener(ln)) }
 
 // ServeTLS is Serve over TLS (http.Server.ServeTLS): arrival stamps are
 // then the handler's start (see Listener).
 func (p *Protected) ServeTLS(ln net.Listener, certFile, keyFile string) error {
-	return p.srv.ServeTLS(Listener(ln), certFile, keyFile)
+	return p.srv.ServeTLS(p.listener(ln), certFile, keyFile)
+}
+
+// listener wraps ln: the arrival stamps outside, so that they see every
+// byte the server reads, the overload manager's connections inside.
+func (p *Protected) listener(ln net.Listener) net.Listener {
+	if p.over != nil {
+		ln = p.over.Listener(ln)
+	}
+	return Listener(ln)
 }
 
 // ListenAndServe listens on the TCP address addr and calls Serve.
@@ -494,6 +586,10 @@ func (p *Protected) Reloader() *config.Reloader { return p.rl }
 // it (trusted networks, health paths, route rules).
 func (p *Protected) Router() *config.Router { return p.router }
 
+// Overload returns the overload manager's HTTP side (its Manager with
+// Manager()), nil while overload.enabled is false.
+func (p *Protected) Overload() *Overload { return p.over }
+
 // Status returns the status page.
 func (p *Protected) Status() *Status { return p.status }
 
@@ -504,8 +600,8 @@ func (p *Protected) Server() *http.Server { return p.srv }
 func (p *Protected) Registry() *prometheus.Registry { return p.reg }
 
 // Collectors returns levee's collectors (admission, probes, events,
-// configuration, setup problems), registered on Registry; register them
-// elsewhere only with another registry.
+// configuration, setup problems, the overload manager), registered on
+// Registry; register them elsewhere only with another registry.
 func (p *Protected) Collectors() []prometheus.Collector {
 	return append([]prometheus.Collector(nil), p.cols...)
 }

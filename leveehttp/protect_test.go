@@ -128,7 +128,9 @@ func TestProtectServesAndCloses(t *testing.T) {
 				{"/items/7", 200, "item 7"},
 				{"/levee/status", 200, "<html"},
 				{"/levee/status.json", 200, `"current"`},
+				{"/levee/status.json", 200, `"overload":{"time"`},
 				{"/metrics", 200, "levee_admissions_total"},
+				{"/metrics", 200, "levee_overload_level 0"},
 				{"/healthz", 404, ""},
 			} {
 				code, body, _ := get(t, base+tc.path, "Levee-Timeout-Ms", "0")

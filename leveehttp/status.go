@@ -15,6 +15,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/overload"
 )
 
 //go:embed status_assets/status.html status_assets/status.css status_assets/status.js
@@ -40,6 +41,7 @@ type statusConfig struct {
 	history  int
 	ctx      context.Context
 	title    string
+	overload *overload.Manager
 }
 
 // WithStatusInterval sets how often the handler samples the controller
@@ -66,6 +68,16 @@ func WithStatusContext(ctx context.Context) StatusOption {
 // HTML-escaped.
 func WithStatusTitle(t string) StatusOption {
 	return func(c *statusConfig) { c.title = t }
+}
+
+// WithStatusOverload adds the overload manager m's state to the page and
+// to its JSON, as "overload" (overload.Status: each resource against its
+// limit and thresholds, each action's state, start and time active, the
+// requests in flight, the cap, the refusals), read when the page or the
+// JSON is served. Protect sets it while the manager is enabled. Default:
+// none.
+func WithStatusOverload(m *overload.Manager) StatusOption {
+	return func(c *statusConfig) { c.overload = m }
 }
 
 // Status is an http.Handler serving a live status page for an
@@ -279,6 +291,8 @@ type statusJSON struct {
 	HistoryMax      int          `json:"history_max"`
 	Current         *sampleJSON  `json:"current"`
 	History         []sampleJSON `json:"history"`
+	// Overload is the overload manager's state now (WithStatusOverload).
+	Overload *overload.Status `json:"overload,omitempty"`
 }
 
 type sampleJSON struct {
@@ -310,6 +324,7 @@ type sampleJSON struct {
 	WouldShedRPS jsonFloat                    `json:"would_shed_rps"`
 	WouldReject  map[string]map[string]uint64 `json:"would_reject_by_reason"`
 	ForcedShed   jsonFloat                    `json:"forced_shed_level"`
+	OverloadShed jsonFloat                    `json:"overload_shed_level"`
 }
 
 type signalJSON struct {
@@ -370,6 +385,7 @@ func toJSON(x statusSample) sampleJSON {
 		WouldShedRPS:    jsonFloat(s.WouldShedRPS),
 		WouldReject:     make(map[string]map[string]uint64, levee.NumCriticalities),
 		ForcedShed:      jsonFloat(s.ForcedShed),
+		OverloadShed:    jsonFloat(s.OverloadShed),
 	}
 	for _, sig := range s.Signals {
 		out.Signals = append(out.Signals, signalJSON{sig.Name, jsonFloat(sig.Value), jsonFloat(sig.Target), jsonFloat(sig.Load())})
@@ -404,6 +420,10 @@ func (s *Status) json(n int, since uint64) []byte {
 	hist := s.historyLocked(max(n, 1))
 	s.mu.Unlock()
 	doc := statusJSON{IntervalSeconds: s.cfg.interval.Seconds(), HistoryMax: s.cfg.history, History: make([]sampleJSON, 0, len(hist))}
+	if m := s.cfg.overload; m != nil {
+		st := m.Status()
+		doc.Overload = &st
+	}
 	if len(hist) > 0 {
 		cur := toJSON(hist[len(hist)-1])
 		doc.Current = &cur

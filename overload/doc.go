@@ -57,9 +57,14 @@
 //	go set.Run(ctx)
 //	ctl := admit.New(admit.WithSignals(set.CPU, set.Sched, set.Queue, set.Concurrency))
 //	m := overload.New(overload.WithResources(overload.Resources(set)...),
-//		overload.WithShedder(ctl), // a Shedder: admit's ForceShed
+//		overload.WithShedder(ctl), // a Shedder: admit's OverloadShed
 //		overload.WithLogger(slog.Default()))
 //	go m.Run(ctx)
+//
+// leveehttp.Protect does all of this from the configuration's overload
+// section (package config), whose reloads call Reconfigure: the actions'
+// levels and cooldowns and the resources' thresholds (WithThresholds)
+// change while the Manager runs.
 //
 // Costs: Enter and Exit are one atomic load and one atomic add while no
 // action concerns requests, a time reading and a few compares more

@@ -41,3 +41,29 @@ func Example() {
 	// 0.50 normal   CRITICAL critical_only CRITICAL_PLUS pass
 	// 0.50 normal   CRITICAL pass          CRITICAL_PLUS pass
 }
+
+// Thresholds from a configuration, changed while the Manager runs: the
+// reading 0.85 is Normal under the memory resource's own thresholds and
+// Elevated under lower ones.
+func ExampleManager_Reconfigure() {
+	used := 0.85
+	mem := overload.MemoryResource(func() overload.Reading { return overload.Reading{Value: used} })
+	m := overload.New(overload.WithResources(mem))
+	now := time.Unix(0, 0)
+	m.Step(now)
+	fmt.Println("own thresholds:", m.Level())
+
+	lower := overload.Thresholds{Enter: [3]float64{0.8, 0.9, 0.95}, Margin: 0.02, Goal: 0.75}
+	if err := m.Reconfigure(overload.WithThresholds("memory", lower)); err != nil {
+		fmt.Println(err)
+	}
+	m.Step(now.Add(100 * time.Millisecond))
+	fmt.Println("lower thresholds:", m.Level())
+
+	err := m.Reconfigure(overload.WithShedFloors(3, 2, 1))
+	fmt.Println(err)
+	// Output:
+	// own thresholds: normal
+	// lower thresholds: elevated
+	// overload: WithShedFloors(3, 2, 1): each must be in [0, 4], not descending
+}

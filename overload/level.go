@@ -1,6 +1,7 @@
 package overload
 
 import (
+	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -43,6 +44,31 @@ func (l Level) String() string {
 		return levelNames[l]
 	}
 	return "Level(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseLevel returns the level named s: "off", "normal", "elevated",
+// "high" or "critical" (String's names).
+func ParseLevel(s string) (Level, error) {
+	for l := Off; l < NumLevels; l++ {
+		if s == l.String() {
+			return l, nil
+		}
+	}
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return Off, errors.New("overload: unknown level " + strconv.Quote(s) + " (want off, normal, elevated, high or critical)")
+}
+
+// UnmarshalText parses a level's name (ParseLevel), so that a
+// configuration file can say `level: high`.
+func (l *Level) UnmarshalText(b []byte) error {
+	v, err := ParseLevel(string(b))
+	if err != nil {
+		return err
+	}
+	*l = v
+	return nil
 }
 
 // valid reports whether l is Off or one of Normal..Critical.

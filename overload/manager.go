@@ -11,13 +11,14 @@ import (
 )
 
 // Shedder is the admission controller's side of the Shed action:
-// *admit.Controller's ForceShed (a shed level in force until a time,
-// whatever its signals say). The Manager calls it at every step while the
-// action is active, with an expiry a few periods ahead, and never to end
-// it: when the action ends, or the Manager stops, the level expires by
-// itself.
+// *admit.Controller's OverloadShed (a shed level in force until a time,
+// whatever its signals say, in a slot of its own: a drill's forced level
+// and the Manager's do not replace each other, the higher is in force).
+// The Manager calls it at every step while the action is active, with an
+// expiry a few periods ahead, and never to end it: when the action ends,
+// or the Manager stops, the level expires by itself.
 type Shedder interface {
-	ForceShed(level float64, until time.Time)
+	OverloadShed(level float64, until time.Time)
 }
 
 // Effector applies the actions to something the Manager does not own: an
@@ -110,17 +111,45 @@ type gate struct {
 // option out of range (see Option).
 func New(opts ...Option) *Manager {
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	if err := cfg.apply(opts); err != nil {
+		panic(err)
 	}
 	m := &Manager{cfg: cfg, expiry: max(3*cfg.period, 300*time.Millisecond)}
 	for _, r := range cfg.resources {
-		m.res = append(m.res, resState{r: r, value: math.NaN(), reading: Reading{Value: math.NaN()}})
+		m.res = append(m.res, resState{r: thresholded(r, cfg.thresholds), value: math.NaN(), reading: Reading{Value: math.NaN()}})
 	}
 	m.state = m.stateLocked(time.Time{})
 	return m
+}
+
+// Reconfigure changes the Manager's tunables from its next step, as New
+// would set them with opts: the actions' levels and cooldowns, the shed
+// floors, the body limit, the timeouts, the in-flight shares and minimum,
+// the staleness and the maximum age of readings, and the resources'
+// thresholds (WithThresholds). A tunable opts do not set goes back to its
+// default, and a resource whose thresholds they do not set goes back to
+// those it was given: pass the whole configuration, as a configuration
+// reload does. What the Manager is built from stays as New set it: its
+// resources, period, shedder, logger, observer and collector (those
+// options are ignored here). The levels, actions and cooldowns in course
+// carry on under the new tunables. An option out of range changes
+// nothing and is returned as the error New would panic with. Safe for
+// concurrent use.
+func (m *Manager) Reconfigure(opts ...Option) error {
+	next := defaultConfig()
+	if err := next.apply(opts); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := &m.cfg
+	c.actions, c.floors, c.bodyLimit = next.actions, next.floors, next.bodyLimit
+	c.idle, c.header, c.shares, c.minFlight = next.idle, next.header, next.shares, next.minFlight
+	c.staleAfter, c.maxAge, c.thresholds = next.staleAfter, next.maxAge, next.thresholds
+	for i := range m.res {
+		m.res[i].r = thresholded(c.resources[i], c.thresholds)
+	}
+	return nil
 }
 
 // Period returns the period at which Run steps.
@@ -277,7 +306,7 @@ func (m *Manager) Step(now time.Time) {
 	m.mu.Unlock()
 
 	if st.Active[Shed] && st.ShedFloor > 0 && m.cfg.shedder != nil {
-		m.cfg.shedder.ForceShed(st.ShedFloor, st.Until)
+		m.cfg.shedder.OverloadShed(st.ShedFloor, st.Until)
 	}
 	m.emit(events)
 	for _, e := range effs {

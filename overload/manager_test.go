@@ -22,14 +22,14 @@ func newScripted(name string, enter [3]float64, goal float64) *scripted {
 	return s
 }
 
-// fakeShedder records ForceShed calls.
+// fakeShedder records OverloadShed calls.
 type fakeShedder struct {
 	level float64
 	until time.Time
 	calls int
 }
 
-func (f *fakeShedder) ForceShed(level float64, until time.Time) {
+func (f *fakeShedder) OverloadShed(level float64, until time.Time) {
 	f.level, f.until = level, until
 	f.calls++
 }
@@ -132,11 +132,11 @@ func TestShedFloor(t *testing.T) {
 		m.Step(ms(s.at))
 		switch {
 		case s.floor == 0 && sh.calls != calls:
-			t.Errorf("t=%dms: ForceShed(%v) called, want no call", s.at, sh.level)
+			t.Errorf("t=%dms: OverloadShed(%v) called, want no call", s.at, sh.level)
 		case s.floor > 0 && (sh.calls != calls+1 || sh.level != s.floor):
-			t.Errorf("t=%dms: ForceShed level %v (%d calls), want %v once", s.at, sh.level, sh.calls-calls, s.floor)
+			t.Errorf("t=%dms: OverloadShed level %v (%d calls), want %v once", s.at, sh.level, sh.calls-calls, s.floor)
 		case s.floor > 0 && !sh.until.Equal(ms(s.at+300)):
-			t.Errorf("t=%dms: ForceShed until %v, want 300 ms later (3 periods), so that it ends by itself", s.at, sh.until.Sub(ms(s.at)))
+			t.Errorf("t=%dms: OverloadShed until %v, want 300 ms later (3 periods), so that it ends by itself", s.at, sh.until.Sub(ms(s.at)))
 		}
 	}
 }
@@ -352,6 +352,8 @@ func TestOptionErrors(t *testing.T) {
 		{"shares", WithInFlightShares(0.9, 0.8)},
 		{"timeouts", WithTimeouts(time.Millisecond, 0)},
 		{"cooldown", WithCooldown(Shed, -time.Second)},
+		{"thresholds", WithThresholds("x", Thresholds{Enter: [3]float64{0.9, 0.8, 0}})},
+		{"thresholds' margin", WithThresholds("x", Thresholds{Margin: -0.1})},
 	}
 	for _, b := range bad {
 		func() {

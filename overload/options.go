@@ -29,6 +29,7 @@ type config struct {
 	logger     *slog.Logger
 	observer   func(Event)
 	collect    func()
+	thresholds map[string]Thresholds // WithThresholds, by resource name
 }
 
 func defaultConfig() config {
@@ -45,6 +46,26 @@ func defaultConfig() config {
 		maxAge:     5 * time.Second,
 		collect:    runtime.GC,
 	}
+}
+
+// apply applies opts to c and returns the first option error instead of
+// panicking with it.
+func (c *config) apply(opts []Option) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(*option.Error)
+			if !ok {
+				panic(r)
+			}
+			err = e
+		}
+	}()
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+	return nil
 }
 
 // DefaultPeriod is the period at which Run steps the Manager when
@@ -68,6 +89,43 @@ func WithResources(rs ...Resource) Option {
 			c.resources = append(c.resources, r)
 		}
 	}
+}
+
+// Thresholds are a resource's levels as Resource holds them: Enter for
+// Elevated, High and Critical (ascending; a 0 is never reached), Margin
+// (0: DefaultMargin) and Goal (0: the requests in flight are not capped
+// for it).
+type Thresholds struct {
+	Enter  [NumLevels - 1]float64
+	Margin float64
+	Goal   float64
+}
+
+// WithThresholds sets the thresholds, margin and goal of the resource
+// named name in place of those it was given (Memory's, GC's, ...),
+// whether WithResources comes before or after it. A name that no resource
+// has is ignored: which resources exist depends on the process (no
+// "goroutines" without a ceiling, no "memory" when its signal is off).
+// Thresholds that break Resource's rules are an option error. Reconfigure
+// takes it while the Manager runs.
+func WithThresholds(name string, t Thresholds) Option {
+	return func(c *config) {
+		r := Resource{Name: name, Read: func() Reading { return Reading{} }, Enter: t.Enter, Margin: t.Margin, Goal: t.Goal}
+		msg := r.validate()
+		option.Check(msg == "", "overload", "WithThresholds", msg, name, t.Enter, t.Margin, t.Goal)
+		if c.thresholds == nil {
+			c.thresholds = map[string]Thresholds{}
+		}
+		c.thresholds[name] = t
+	}
+}
+
+// thresholded returns r with the thresholds ts give its name, if any.
+func thresholded(r Resource, ts map[string]Thresholds) Resource {
+	if t, ok := ts[r.Name]; ok {
+		r.Enter, r.Margin, r.Goal = t.Enter, t.Margin, t.Goal
+	}
+	return r
 }
 
 // WithPeriod sets the period at which Run steps. It also sets how long

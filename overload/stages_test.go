@@ -122,3 +122,18 @@ func TestCapFor(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLevel(t *testing.T) {
+	for l := Off; l < NumLevels; l++ {
+		b, _ := l.MarshalText()
+		var got Level
+		if err := got.UnmarshalText(b); err != nil || got != l {
+			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", b, got, err, l)
+		}
+	}
+	for _, bad := range []string{"", "High", "4", "critical "} {
+		if l, err := ParseLevel(bad); err == nil {
+			t.Errorf("ParseLevel(%q) = %v, want an error", bad, l)
+		}
+	}
+}

@@ -122,6 +122,76 @@
     });
   }
 
+  // units formats a resource's used and limit figures.
+  function units(v, unit) {
+    if (v === null || v === undefined || v === 0) { return '–'; }
+    if (unit === 'bytes') {
+      var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], i = 0;
+      while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+      return (i === 0 ? String(v) : v.toFixed(1)) + ' ' + u[i];
+    }
+    return String(Math.round(v));
+  }
+
+  function renderOverload(ov) {
+    var sec = $('#overload');
+    if (!ov) { sec.hidden = true; return; }
+    sec.hidden = false;
+    var lv = $('#ov-level');
+    lv.textContent = ov.level;
+    lv.dataset.value = ov.level;
+    lv.className = ov.level === 'normal' ? '' : 'ov-hot';
+    if (ov.level !== 'normal') { // the process nears one of its limits
+      var badge = $('#state');
+      badge.textContent = (badge.textContent === 'OK' ? '' : badge.textContent + ' · ') + 'LIMIT ' + ov.level.toUpperCase();
+      badge.dataset.value = badge.textContent;
+      badge.className = 'badge overloaded';
+    }
+    set($('#ov-inflight'), ov.in_flight, 'int');
+    var cap = $('#ov-cap');
+    set(cap, ov.in_flight_cap || null, 'int');
+    var refused = 0;
+    Object.keys(ov.refused || {}).forEach(function (v) {
+      Object.keys(ov.refused[v]).forEach(function (c) { refused += ov.refused[v][c]; });
+    });
+    set($('#ov-refused'), refused, 'int');
+    var body = $('#ov-resources tbody');
+    body.textContent = '';
+    (ov.resources || []).forEach(function (r) {
+      var tr = document.createElement('tr');
+      tr.dataset.resource = r.name;
+      var th = document.createElement('td');
+      th.textContent = r.name;
+      tr.appendChild(th);
+      cell(tr, 'value', num(r.value), 'pct');
+      cell(tr, 'used', null).textContent = units(r.used, r.unit);
+      cell(tr, 'limit', null).textContent = units(r.limit, r.unit);
+      cell(tr, 'enter', null).textContent = r.enter.map(function (e) { return e ? fmt(e, 'pct') : '–'; }).join(' / ');
+      var td = cell(tr, 'level', null);
+      td.textContent = r.level;
+      td.dataset.value = r.level;
+      if (r.level !== 'normal') { td.className = 'ov-hot'; }
+      body.appendChild(tr);
+    });
+    body = $('#ov-actions tbody');
+    body.textContent = '';
+    (ov.actions || []).forEach(function (a) {
+      var tr = document.createElement('tr');
+      tr.dataset.action = a.action;
+      var th = document.createElement('td');
+      th.textContent = a.action;
+      tr.appendChild(th);
+      cell(tr, 'level', null).textContent = a.level;
+      var td = cell(tr, 'active', null);
+      td.textContent = a.active ? 'active' : '';
+      td.dataset.value = String(a.active);
+      if (a.active) { td.className = 'ov-hot'; }
+      cell(tr, 'since', null).textContent = a.active && a.since ? new Date(a.since).toLocaleTimeString() : '';
+      cell(tr, 'active_seconds', num(a.active_seconds), 'secs');
+      body.appendChild(tr);
+    });
+  }
+
   function el(name, attrs, parent) {
     var e = document.createElementNS(SVGNS, name);
     Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
@@ -279,6 +349,7 @@
     renderState(doc.current);
     renderSignals(doc.current);
     renderCrit(doc.current);
+    renderOverload(doc.overload);
     renderCharts(doc);
     document.body.dataset.rendered = String(doc.current.seq);
     document.body.dataset.samples = String(hist.length);

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/overload"
 )
 
 // The browser test loads the status page in headless Chromium against a
@@ -130,6 +132,12 @@ type statusDOM struct {
 	Paths    int                          `json:"paths"`
 	Rendered string                       `json:"rendered"`
 	Samples  string                       `json:"samples"`
+	// The overload manager's panel: its level, each resource's row and
+	// each action's (WithStatusOverload).
+	OverloadShown bool                         `json:"ovShown"`
+	OverloadLevel string                       `json:"ovLevel"`
+	Resources     map[string]map[string]string `json:"resources"`
+	Actions       map[string]map[string]string `json:"actions"`
 }
 
 const statusReadDOM = `(() => {
@@ -139,7 +147,7 @@ const statusReadDOM = `(() => {
     document.querySelectorAll(sel).forEach(tr => {
       const o = {};
       tr.querySelectorAll('[data-field]').forEach(td => { o[td.dataset.field] = td.dataset.value; });
-      out[tr.dataset.signal || tr.dataset.crit] = o;
+      out[tr.dataset.signal || tr.dataset.crit || tr.dataset.resource || tr.dataset.action] = o;
     });
     return out;
   };
@@ -148,6 +156,8 @@ const statusReadDOM = `(() => {
   return {
     seq: q('#seq').dataset.value, state: q('#state').dataset.value, fields: fields,
     signals: rows('#signals tr[data-signal]'), crits: rows('#crit tr[data-crit]'),
+    ovShown: !q('#overload').hidden, ovLevel: q('#ov-level').dataset.value,
+    resources: rows('#ov-resources tr[data-resource]'), actions: rows('#ov-actions tr[data-action]'),
     paths: document.querySelectorAll('svg path').length,
     rendered: document.body.dataset.rendered || '',
     samples: document.body.dataset.samples || ''
@@ -175,7 +185,14 @@ func TestStatusBrowser(t *testing.T) {
 		onset = 15 * time.Second // a normal start, then the overload, in the charts
 	}
 	statusOverload(loadCtx, ctl, plant, onset)
-	st := leveehttp.StatusHandler(ctl, leveehttp.WithStatusTitle("levee status — synthetic overload"))
+	// An overload manager held at High by a scripted memory reading (one
+	// step whose state lasts 30 s): its panel and the badge.
+	om := overload.New(overload.WithPeriod(10*time.Second), overload.WithResources(
+		overload.MemoryResource(func() overload.Reading {
+			return overload.Reading{Value: 0.96, Used: 0.96 * (256 << 20), Limit: 256 << 20}
+		})))
+	om.Step(time.Now())
+	st := leveehttp.StatusHandler(ctl, leveehttp.WithStatusTitle("levee status — synthetic overload"), leveehttp.WithStatusOverload(om))
 	defer st.Stop()
 	mux := http.NewServeMux()
 	mux.Handle("/status", st)
@@ -339,8 +356,46 @@ func statusCompare(t *testing.T, d statusDOM, doc statusDoc) {
 	if s.DryRun {
 		state += " · DRY RUN"
 	}
+	if ov := doc.Overload; ov != nil && ov.Level != "normal" {
+		limit := "LIMIT " + strings.ToUpper(ov.Level)
+		if state == "OK" {
+			state = limit
+		} else {
+			state += " · " + limit
+		}
+	}
 	if d.State != state {
 		t.Errorf("seq %d: state %q in the DOM, want %q from JSON", seq, d.State, state)
+	}
+	statusCompareOverload(t, d, doc.Overload)
+}
+
+// statusCompareOverload checks the overload panel against the JSON's
+// "overload".
+func statusCompareOverload(t *testing.T, d statusDOM, ov *statusManager) {
+	t.Helper()
+	if d.OverloadShown != (ov != nil) {
+		t.Fatalf("overload panel shown %v, JSON has the manager's state %v", d.OverloadShown, ov != nil)
+	}
+	if ov == nil {
+		return
+	}
+	if d.OverloadLevel != ov.Level {
+		t.Errorf("overload level %q in the DOM, %q in JSON", d.OverloadLevel, ov.Level)
+	}
+	if len(d.Resources) != len(ov.Resources) || len(d.Actions) != len(ov.Actions) {
+		t.Errorf("overload panel: %d resources and %d actions, JSON %d and %d", len(d.Resources), len(d.Actions), len(ov.Resources), len(ov.Actions))
+	}
+	for _, r := range ov.Resources {
+		row := d.Resources[r.Name]
+		if row["level"] != r.Level || row["value"] != strconv.FormatFloat(r.Value, 'g', -1, 64) {
+			t.Errorf("resource %s: DOM level %q value %q, JSON %q %v", r.Name, row["level"], row["value"], r.Level, r.Value)
+		}
+	}
+	for _, a := range ov.Actions {
+		if row := d.Actions[a.Action]; row["active"] != strconv.FormatBool(a.Active) {
+			t.Errorf("action %s: DOM active %q, JSON %v", a.Action, row["active"], a.Active)
+		}
 	}
 }
 
@@ -401,6 +456,21 @@ type statusDoc struct {
 	HistoryMax      int            `json:"history_max"`
 	Current         *statusDocItem `json:"current"`
 	History         []statusDocItem
+	Overload        *statusManager `json:"overload"`
+}
+
+// statusManager is the part of overload.Status the panel shows.
+type statusManager struct {
+	Level     string `json:"level"`
+	Resources []struct {
+		Name  string  `json:"name"`
+		Value float64 `json:"value"`
+		Level string  `json:"level"`
+	} `json:"resources"`
+	Actions []struct {
+		Action string `json:"action"`
+		Active bool   `json:"active"`
+	} `json:"actions"`
 }
 
 type statusDocItem struct {

@@ -12,11 +12,12 @@
 //
 //	none      net/http with Protect's timeouts (ReadHeaderTimeout 10s, IdleTimeout 2m)
 //	overload  the overload manager alone (overload.Resources of pressure.Default,
-//	          leveehttp.Overload: its gate, keep-alive and timeouts)
-//	levee     admission control (CPU, scheduler latency, queue delay) behind the
-//	          overload manager: levee as Protect will wire it (the limit-level
-//	          signals to the manager, the others to admission)
-//	admit     admission control alone with every signal, memory included
+//	          leveehttp.Overload: its gate, keep-alive and timeouts), built by hand
+//	levee     leveehttp.Protect with its defaults: admission control (CPU, scheduler
+//	          latency, queue delay, concurrency) and the overload manager (the
+//	          limits' signals), exactly as a service gets them
+//	admit     leveehttp.Protect with overload.enabled false: admission control
+//	          alone with every signal, memory included
 //
 // The labs:
 //

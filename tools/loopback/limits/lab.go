@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/overload"
 )
 
@@ -340,6 +341,20 @@ func trace(ctx context.Context, s *Server, period time.Duration, dst *[]Stats) f
 func TraceLine(st Stats) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "served %d gor %d live %dMiB admit load %.2f rejected %d", st.Served, st.Goroutines, st.LiveHeap>>20, st.AdmitLoad, st.AdmitRejected)
+	if st.AdmitRejected > 0 {
+		fmt.Fprintf(&b, " (shed level %.2f, floor %.2f, by stage", st.AdmitShedLevel, st.AdmitFloor)
+		for g := admit.StageTenant; int(g) < admit.NumStages; g++ {
+			fmt.Fprintf(&b, " %s %d", g, st.AdmitShed[g])
+		}
+		b.WriteString(")")
+	}
+	for _, n := range slices.Sorted(maps.Keys(st.AdmitSignals)) {
+		fmt.Fprintf(&b, " %s %.2f", n, st.AdmitSignals[n])
+	}
+	if c := st.Concurrency; c != nil {
+		fmt.Fprintf(&b, " (in flight %.0f served %.0f allowed %.0f latency %v B %v T %v)",
+			c.InFlight, c.Served, c.Allowed, c.Latency.Round(time.Millisecond), c.B.Round(time.Millisecond), c.T.Round(time.Millisecond))
+	}
 	if st.MaxLevel > 0 || st.Readings != nil {
 		fmt.Fprintf(&b, " | level %v in flight %d cap %d refused %d", overload.Level(st.Level), st.InFlight, st.Cap, st.Refused)
 		names := slices.Sorted(maps.Keys(st.Readings))

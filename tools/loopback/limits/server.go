@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/pressure"
@@ -29,16 +30,20 @@ const (
 	// None: a plain net/http server with Protect's timeouts
 	// (ReadHeaderTimeout 10s, IdleTimeout 2m).
 	None = "none"
-	// Levee: admission control from the CPU, scheduler-latency and
-	// queue-delay signals, and the overload manager over the memory, GC,
-	// goroutine and descriptor signals (its gate in front of admission,
-	// keep-alive and timeouts on the server and its connections).
+	// Levee: leveehttp.Protect with its defaults (the goroutine ceiling
+	// set when the lab has one): admission control from the CPU,
+	// scheduler-latency, queue-delay and concurrency signals, and the
+	// overload manager over the memory, GC, goroutine and descriptor
+	// signals (its shed floor, its gate in the Handler, keep-alive and
+	// timeouts on the server and its connections), exactly as a service
+	// gets them.
 	Levee = "levee"
-	// Admit: admission control alone, with every signal of
-	// pressure.Default, memory included: what levee did before the
-	// overload manager.
+	// Admit: leveehttp.Protect with overload.enabled false: admission
+	// control alone, with every signal, memory included: what levee did
+	// before the overload manager.
 	Admit = "admit"
-	// Manager: the overload manager alone, without admission control.
+	// Manager: the overload manager alone, without admission control
+	// (built by hand: Protect always admits).
 	Manager = "overload"
 )
 
@@ -71,7 +76,8 @@ type Stats struct {
 	LiveHeap   uint64  `json:"live_heap_bytes"`
 	Goroutines int     `json:"goroutines"`
 	// Level is the overload manager's level now, MaxLevel the highest it
-	// reached, Levels the steps it spent at each (Levee only; 0 otherwise).
+	// reached, Levels the steps it spent at each (Levee and Manager; 0
+	// otherwise).
 	Level    int                       `json:"level"`
 	MaxLevel int                       `json:"max_level"`
 	Levels   [overload.NumLevels]int64 `json:"levels"`
@@ -88,6 +94,26 @@ type Stats struct {
 	// is its load (Admit and Levee).
 	AdmitRejected uint64  `json:"admit_rejected"`
 	AdmitLoad     float64 `json:"admit_load"`
+	// AdmitShed counts its overload rejections by the stage that decided
+	// them (admit.Stage), AdmitShedLevel is its shed level and
+	// AdmitFloor the overload manager's floor under it.
+	AdmitShed      [admit.NumStages]uint64 `json:"admit_shed"`
+	AdmitShedLevel float64                 `json:"admit_shed_level"`
+	AdmitFloor     float64                 `json:"admit_floor"`
+	// AdmitSignals are admission's signals, each value ÷ its target.
+	AdmitSignals map[string]float64 `json:"admit_signals,omitempty"`
+	// Concurrency is the concurrency signal's latest reading (Levee and
+	// Admit; nil otherwise).
+	Concurrency *ConcurrencyStats `json:"concurrency,omitempty"`
+}
+
+// ConcurrencyStats is the part of pressure.ConcurrencyReading the trace
+// shows: the requests in the handler, those the service time explains,
+// the waiting the target allows (NaN read as 0), the mean in-handler
+// time, the learned no-wait service time B and the latency target T.
+type ConcurrencyStats struct {
+	InFlight, Served, Allowed float64
+	Latency, B, T             time.Duration
 }
 
 // envRole marks a re-executed lab server.
@@ -142,12 +168,11 @@ func serve(in io.Reader, out io.Writer) error {
 	}()
 
 	s := &labServer{cfg: cfg}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnContext: leveehttp.ConnContext}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	wrapLn, err := s.protect(ctx, srv)
+	serveOn, shutdown, err := s.protect(ctx)
 	if err != nil {
 		return err
 	}
@@ -158,9 +183,9 @@ func serve(in io.Reader, out io.Writer) error {
 		<-ctx.Done()
 		sctx, c := context.WithTimeout(context.Background(), 2*time.Second)
 		defer c()
-		_ = srv.Shutdown(sctx)
+		_ = shutdown(sctx)
 	}()
-	if err := srv.Serve(wrapLn(ln)); err != http.ErrServerClosed {
+	if err := serveOn(ln); err != http.ErrServerClosed {
 		return err
 	}
 	s.wg.Wait()
@@ -174,6 +199,7 @@ type labServer struct {
 	served atomic.Int64
 	m      *overload.Manager
 	ctl    *admit.Controller
+	conc   *pressure.Concurrency
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
@@ -243,84 +269,93 @@ func (s *labServer) stats(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		st.AdmitLoad = snap.Load
+		if s.conc != nil {
+			r := s.conc.Reading()
+			finite := func(x float64) float64 {
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					return 0
+				}
+				return x
+			}
+			st.Concurrency = &ConcurrencyStats{InFlight: finite(r.InFlight), Served: finite(r.Served), Allowed: finite(r.Allowed),
+				Latency: r.Latency, B: r.ServiceTime, T: r.LatencyTarget}
+		}
+		for c := range snap.Shed {
+			for g := range snap.Shed[c] {
+				st.AdmitShed[g] += snap.Shed[c][g]
+			}
+		}
+		st.AdmitShedLevel, st.AdmitFloor = snap.ShedLevel, snap.OverloadShed
+		st.AdmitSignals = map[string]float64{}
+		for _, sg := range snap.Signals {
+			if r := sg.Value / sg.Target; !math.IsNaN(r) && !math.IsInf(r, 0) {
+				st.AdmitSignals[sg.Name] = r
+			}
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(st)
 }
 
-// protect sets srv's handler up for the configured protection, starts its
-// loops under ctx, and returns how to wrap the listener.
-func (s *labServer) protect(ctx context.Context, srv *http.Server) (func(net.Listener) net.Listener, error) {
+// protect builds the server of the configured protection and starts its
+// loops under ctx: it returns how to serve on a listener and how to shut
+// the server down.
+func (s *labServer) protect(ctx context.Context) (serve func(net.Listener) error, shutdown func(context.Context) error, err error) {
 	app := http.NewServeMux()
 	app.HandleFunc("/work", s.work)
 	app.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	outer := http.NewServeMux()
-	outer.HandleFunc("/lab/stats", s.stats)
-	wrap := leveehttp.Listener
+	app.HandleFunc("/lab/stats", s.stats)
 	switch s.cfg.Protection {
-	case None:
-		outer.Handle("/", app)
-	case Admit:
+	case Levee, Admit:
+		// Protect as a service calls it; /lab/stats is listed among the
+		// health paths so that it is served outside every protection.
+		cfg := config.Default()
+		cfg.Signals.Goroutines.Limit = s.cfg.Goroutines
+		cfg.Overload.Enabled = s.cfg.Protection == Levee
+		cfg.HTTP.HealthPaths = append(cfg.HTTP.HealthPaths, "/lab/stats")
+		p, err := leveehttp.Protect(ctx, app, leveehttp.WithConfig(cfg, config.WithEnv(nil)),
+			leveehttp.WithLogger(slog.Default()), leveehttp.WithOverloadOptions(overload.WithObserver(s.observe)))
+		if err != nil {
+			return nil, nil, err
+		}
+		s.ctl, s.conc = p.Controller(), p.Signals().Concurrency
+		if o := p.Overload(); o != nil {
+			s.m = o.Manager()
+			s.wg.Go(func() { s.countLevels(ctx) })
+		}
+		return p.Serve, p.Shutdown, nil
+	case None, Manager:
+	default:
+		return nil, nil, fmt.Errorf("limits: unknown protection %q", s.cfg.Protection)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ConnContext: leveehttp.ConnContext, Handler: app}
+	wrap := leveehttp.Listener
+	if s.cfg.Protection == Manager {
 		set, err := pressure.Default(pressure.WithGoroutineLimit(s.cfg.Goroutines))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s.wg.Go(func() { set.Run(ctx) })
-		ctl := admit.New(admit.WithSignals(set.Signals()...), admit.WithLogger(slog.Default()))
-		s.ctl = ctl
-		s.wg.Go(func() { ctl.Run(ctx) })
-		outer.Handle("/", leveehttp.NewHandler(app, ctl, leveehttp.WithQueueDelay(set.Queue)))
-	case Levee, Manager:
-		set, err := pressure.Default(pressure.WithGoroutineLimit(s.cfg.Goroutines))
-		if err != nil {
-			return nil, err
-		}
-		s.wg.Go(func() { set.Run(ctx) })
-		opts := []overload.Option{
-			overload.WithResources(overload.Resources(set)...),
-			overload.WithLogger(slog.Default()),
-			overload.WithObserver(s.observe),
-		}
-		var inner http.Handler = app
-		var oopts []leveehttp.OverloadOption
-		if s.cfg.Protection == Levee {
-			// The limit-level signals steer the overload manager;
-			// admission steers by the others (see the package
-			// documentation).
-			ctl := admit.New(admit.WithSignals(set.CPU, set.Sched, set.Queue), admit.WithLogger(slog.Default()))
-			s.ctl = ctl
-			s.wg.Go(func() { ctl.Run(ctx) })
-			if sh, ok := any(ctl).(overload.Shedder); ok {
-				opts = append(opts, overload.WithShedder(sh))
-			}
-			inner = leveehttp.NewHandler(app, ctl, leveehttp.WithQueueDelay(set.Queue))
-			oopts = append(oopts, leveehttp.WithOverloadCounter(ctl.CountRejected))
-		}
-		s.m = overload.New(opts...)
-		s.wg.Go(func() { s.runManager(ctx) })
-		o := leveehttp.NewOverload(s.m, append(oopts, leveehttp.WithOverloadServer(srv))...)
-		outer.Handle("/", o.Wrap(inner))
+		s.m = overload.New(overload.WithResources(overload.Resources(set)...),
+			overload.WithLogger(slog.Default()), overload.WithObserver(s.observe))
+		s.wg.Go(func() { s.m.Run(ctx) })
+		s.wg.Go(func() { s.countLevels(ctx) })
+		o := leveehttp.NewOverload(s.m, leveehttp.WithOverloadServer(srv),
+			leveehttp.WithOverloadHealth(func(r *http.Request) bool { return r.URL.Path == "/healthz" || r.URL.Path == "/lab/stats" }))
+		srv.Handler = o.Wrap(app)
 		srv.ConnState = o.ConnState
 		wrap = func(ln net.Listener) net.Listener { return leveehttp.Listener(o.Listener(ln)) }
-	default:
-		return nil, fmt.Errorf("limits: unknown protection %q", s.cfg.Protection)
 	}
-	srv.Handler = outer
-	return wrap, nil
+	return func(ln net.Listener) error { return srv.Serve(wrap(ln)) }, srv.Shutdown, nil
 }
 
-// runManager runs the manager and counts the steps at each level.
-func (s *labServer) runManager(ctx context.Context) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.m.Run(ctx)
-	}()
+// countLevels counts the manager's steps at each level until ctx is done.
+func (s *labServer) countLevels(ctx context.Context) {
 	t := time.NewTicker(s.m.Period())
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			l := s.m.Level()
