@@ -19,8 +19,7 @@
 //
 // Within levee's layers (vocabulary and leaves → policies → adapters → tools →
 // commands; imports point down only), grpclab is a tool in the tools module
-// (github.com/levee-dev/levee/tools), which carries google.golang.org/grpc so
-// that the library does not: it imports leveegrpc, leveehttp, admit and
-// config, and the loopback harness and its parts (tools/loopback,
+// (github.com/levee-dev/levee/tools): it imports leveegrpc, leveehttp, admit
+// and config, and the loopback harness and its parts (tools/loopback,
 // tools/backend, tools/load, tools/report); nothing imports it.
 package grpclab
