@@ -146,4 +146,15 @@
 // level, a shed level, or both, for a mandatory duration (1s ≤ duration ≤
 // admin.max_drill); the drill ends by itself. leveehttp.Admin documents
 // the bodies.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only, checked by .ci/layers), config is an
+// adapter in the library module: it imports the standard library, the policies
+// it configures (admit, degrade, pressure, retry, throttle), the internal
+// leaves (wire, suggest) and go.yaml.in/yaml/v3, its one dependency outside
+// levee. The other adapters build on it (leveehttp's admin endpoint,
+// leveegrpc, leveeprom, leveeotel, proxy), as do the tools and the command in
+// cmd/; it never imports them.
 package config

@@ -115,4 +115,15 @@
 // quota is a fraction of a request per second per instance is enforced
 // only on average over many periods: each instance lets one request
 // through and then holds the tenant until its share has paid for it.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), fleet sits beside the policies, in a
+// module of its own (github.com/levee-dev/levee/fleet) with its store and
+// exporter, fleetredis and fleetprom, so that the library module does not
+// carry go-redis: package fleet itself imports the standard library, package
+// levee and pressure only, and a Limiter plugs into admit as an
+// admit.TenantLimiter without admit importing it. The simulator in tools/ runs
+// it on virtual time with a MemStore; no adapter imports it.
 package fleet

@@ -40,4 +40,15 @@
 //
 // Several controllers (or budgets, or throttle sets) on one Meter are told
 // apart with WithAttributes, the counterpart of leveeprom.WithConstLabels.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), leveeotel is an adapter in a module of
+// its own (github.com/levee-dev/levee/leveeotel), so that only services that
+// use OpenTelemetry carry go.opentelemetry.io/otel: it reads the same
+// snapshots and counters as leveeprom (admit, overload, retry, throttle, the
+// configuration's and leveehttp's admin counters) through internal/instrument,
+// imports OpenTelemetry's metric API and attributes only, never the SDK, and
+// never imports the tools or the command; no package of levee imports it.
 package leveeotel

@@ -72,4 +72,15 @@
 // resource (the memory signal's reading and the collection count, under
 // a microsecond) and allocates the new gate only while an action concerns
 // requests.
+//
+// # Layers
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only, checked by .ci/layers), overload is a
+// policy: it imports the standard library, package levee, pressure (whose
+// signals are its resources) and the internal leaves only, and forces admit's
+// shed level through the Shedder interface rather than importing admit.
+// leveehttp puts its gate in front of a server (NewOverload), leveeprom and
+// leveeotel export it through internal/instrument, and the simulator in tools/
+// runs it on virtual time.
 package overload

@@ -7,6 +7,15 @@
 // 1 a failure of the work itself (a broken scenario file, a failed drill,
 // an interrupted run, whose partial report is still printed), 2 a usage
 // error: then the usage goes to stderr and nothing to stdout.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), levee is a command, at the top, in the
+// CLI module (github.com/levee-dev/levee/cmd): it imports the tools (sim,
+// load, loopback, backend, report, report/chart), the adapters (leveehttp,
+// leveeprom, config, proxy, proxy/proxyprom) and the policies they configure,
+// with github.com/alecthomas/kong for its flags and
+// github.com/prometheus/client_golang for the proxy's /metrics; nothing
+// imports it.
 package main
 
 import (

@@ -9,6 +9,12 @@
 // levee admits a request before the router runs, so the pattern is found
 // with the router's own Find, which matches without running anything.
 // It is a module of its own, so that levee does not depend on chi.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), leveechi is an adapter on top of
+// leveehttp, in its own module (github.com/levee-dev/levee/contrib/leveechi):
+// it imports leveehttp and github.com/go-chi/chi/v5 only, no package of levee
+// imports it, and its tests run contrib/routetest's check.
 package leveechi
 
 import (

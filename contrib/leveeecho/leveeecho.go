@@ -10,6 +10,12 @@
 // echo's own router (Router.Find, the host's router when e.Host routes
 // exist), which matches without running a handler. It is a module of its
 // own, so that levee does not depend on echo.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), leveeecho is an adapter on top of
+// leveehttp, in its own module (github.com/levee-dev/levee/contrib/leveeecho):
+// it imports leveehttp and github.com/labstack/echo/v4 only, no package of
+// levee imports it, and its tests run contrib/routetest's check.
 package leveeecho
 
 import (

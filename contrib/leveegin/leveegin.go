@@ -13,6 +13,12 @@
 // The table is built at the first request: routes added after it are not
 // named (they fall in the controller's default route). It is a module of
 // its own, so that levee does not depend on gin.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), leveegin is an adapter on top of
+// leveehttp, in its own module (github.com/levee-dev/levee/contrib/leveegin):
+// it imports leveehttp and github.com/gin-gonic/gin only, no package of levee
+// imports it, and its tests run contrib/routetest's check.
 package leveegin
 
 import (

@@ -6,6 +6,13 @@
 // controller has learned the expensive route's service time, and then a
 // budget between the two service times is refused on the expensive route
 // only. It is a module of its own, shared by the adapters' tests.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), routetest is a test helper beside the
+// adapters, in its own module (github.com/levee-dev/levee/contrib/routetest):
+// it imports leveehttp, admit and config, and no router, so that each router
+// stays in its adapter's module; only the tests of leveechi, leveegin and
+// leveeecho import it.
 package routetest
 
 import (

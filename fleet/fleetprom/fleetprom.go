@@ -3,6 +3,12 @@
 // metered CPU, and usage, demand, lease and quota for the top-K tenants
 // only, so that the number of series stays bounded whatever the number
 // of tenants.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), fleetprom is an adapter in the fleet
+// module (github.com/levee-dev/levee/fleet): it imports fleet and
+// github.com/prometheus/client_golang only, beside leveeprom's collectors on
+// the same registry, and no package of levee imports it.
 package fleetprom
 
 import (

@@ -13,4 +13,11 @@
 // The tests start their own redis-server (Debian's redis-server package)
 // on loopback ports and skip when it is not installed, unless
 // LEVEE_REQUIRE_REDIS is set.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), fleetredis is an adapter in the fleet
+// module (github.com/levee-dev/levee/fleet): it implements fleet.Store,
+// imports fleet and github.com/redis/go-redis/v9, its one dependency outside
+// levee, and no package of levee imports it; a service hands its store to
+// Limiter.Run.
 package fleetredis

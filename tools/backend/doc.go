@@ -12,4 +12,12 @@
 // nobody; the client sends its deadline in load.DeadlineHeader), and the
 // responses by class. For levee it also records which signal was furthest
 // above its target while shedding (Report.ShedBy).
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), backend is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports leveehttp, admit and pressure
+// to protect its handler, and tools/load and tools/report for the load
+// generator's headers and the report schema; the loopback harness and its
+// labs, tools/grpclab, the command's demo in cmd/ and the bench/ module import
+// it.
 package backend

@@ -14,4 +14,10 @@
 // itself is a build-tagged test:
 //
 //	go test -tags realtime -run TestDryRun -v -timeout 10m ./tools/dryrun/
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), dryrun is a tool in the tools module
+// (github.com/levee-dev/levee/tools): the package imports leveehttp, admit and
+// pressure only, its realtime test adds the loopback harness (tools/loopback,
+// tools/backend, tools/load, tools/report), and nothing imports it.
 package dryrun

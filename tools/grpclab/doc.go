@@ -16,4 +16,10 @@
 // of load with the defaults; run it on a quiet machine):
 //
 //	go test -tags realtime -run TestGRPCLab -count=1 -v -timeout 30m ./tools/grpclab/
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), grpclab is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports leveegrpc, leveehttp, admit
+// and config, and the loopback harness and its parts (tools/loopback,
+// tools/backend, tools/load, tools/report); nothing imports it.
 package grpclab

@@ -39,4 +39,11 @@
 // side by side: CPU-bound shapes, the cost of a rejection, tenants, the
 // criticality ladder, a noisy neighbour), soak (minutes of overload with
 // rotating tenants and hostile input) and slowdep (a slow dependency).
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), loopback is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports tools/backend, tools/load,
+// tools/report and golang.org/x/sys/unix, and no policy or adapter directly
+// (the backend brings levee); its labs (lab, soak, slowdep, limits),
+// tools/grpclab, the command's demo in cmd/ and the bench/ module build on it.
 package loopback

@@ -34,4 +34,12 @@
 // phase; crashes and why; outage and recovery times; wasted work), with
 // WriteTable and WriteHTML to present it. The same scenario and seed give a
 // byte-identical JSON encoding of the Report.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), sim is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports the policies themselves
+// (admit, pressure, retry, throttle, overload) and fleet, and no adapter,
+// since it drives them on virtual time; tools/report and tools/report/chart
+// present its results, go.yaml.in/yaml/v3 reads its scenarios, and only the
+// command in cmd/ imports it.
 package sim

@@ -238,9 +238,9 @@ func TestRulesOnController(t *testing.T) {
 					}
 				},
 				atEnd: func(suite *promqltest.LazyLoader) {
-					// The shed share by criticality the page compares.
+					// The ladder's shed share by criticality the page compares.
 					q, err := suite.QueryEngine().NewInstantQuery(context.Background(), suite.Queryable(), nil,
-						"levee:overload_shed_ratio:rate5m", time.Unix(0, 0).UTC().Add(simLength))
+						"levee:ladder_shed_ratio:rate5m", time.Unix(0, 0).UTC().Add(simLength))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -250,7 +250,7 @@ func TestRulesOnController(t *testing.T) {
 					}
 					v, _ := res.Vector()
 					for _, smp := range v {
-						t.Logf("5-minute shed share of %s at the end: %.3f", smp.Metric.Get("criticality"), smp.F)
+						t.Logf("5-minute ladder shed share of %s at the end: %.3f", smp.Metric.Get("criticality"), smp.F)
 					}
 				},
 			}

@@ -39,4 +39,10 @@
 //
 // The realtime tests of this package assert the acceptance criteria; see
 // their documentation for the commands.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), lab is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports package levee, the loopback
+// harness and its parts (tools/loopback, tools/backend, tools/load,
+// tools/report), and only the bench/ module imports it.
 package lab

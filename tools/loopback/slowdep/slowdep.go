@@ -15,6 +15,12 @@
 // a Line are those issue 16 asks for. The realtime test of this package
 // compares levee with the unprotected service; see its documentation for
 // the commands.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), slowdep is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports the loopback harness and its
+// parts (tools/loopback, tools/backend, tools/load, tools/report), and only
+// the bench/ module imports it, to add its peers' protections.
 package slowdep
 
 import (

@@ -38,4 +38,10 @@
 //
 // The realtime test of this package runs a minute (CI) or, with
 // SOAK_DURATION=10m, the full soak; see its documentation.
+//
+// Within levee's layers (vocabulary and leaves → policies → adapters → tools →
+// commands; imports point down only), soak is a tool in the tools module
+// (github.com/levee-dev/levee/tools): it imports package levee, the loopback
+// harness and its parts (tools/loopback, tools/backend, tools/load,
+// tools/report) and golang.org/x/sys/unix, and nothing imports it.
 package soak
