@@ -56,7 +56,9 @@ func pinGenerator(t *testing.T) {
 
 // TestLoadPlanCapacity: for the bare backend and the levee-protected one,
 // a closed-loop measurement and a plan of the same backend. The bare
-// backend's knee must be within ±10% of its closed-loop capacity; with
+// backend's capacity as the plan finds it (its peak goodput; the knee at
+// the SLO is shown beside it) must be within ±10% of its closed-loop
+// capacity; with
 // naive clients (2 immediate retries) the bare backend must not recover
 // after the overload and the levee-protected one must.
 func TestLoadPlanCapacity(t *testing.T) {
@@ -117,14 +119,20 @@ func TestLoadPlanCapacity(t *testing.T) {
 			}
 			recovered[prot] = append(recovered[prot], p.Metastability.Recovered)
 			if prot == backend.None {
-				ratios = append(ratios, p.KneeRPS/closed)
+				// The closed loop measures the most the server completes;
+				// the plan's like figure is its peak goodput. The knee sits
+				// below it by as much as the SLO's p99 asks (1 core, 2 ms
+				// requests, p99 ≤ 100 ms: about 0.8–0.9 of it), so it is
+				// shown beside it, not held to it.
+				ratios = append(ratios, p.PeakGoodputRPS/closed)
+				t.Logf("%s #%d: knee %.0f/s = %.3f of the closed loop, peak goodput %.0f/s = %.3f", prot, i+1, p.KneeRPS, p.KneeRPS/closed, p.PeakGoodputRPS, p.PeakGoodputRPS/closed)
 			}
 		}
 	}
 	med, lo, hi := report.Median(ratios)
-	t.Logf("bare backend: knee ÷ closed-loop capacity, median of %d: %.3f [%.3f–%.3f]", len(ratios), med, lo, hi)
+	t.Logf("bare backend: the plan's peak goodput ÷ closed-loop capacity, median of %d: %.3f [%.3f–%.3f]", len(ratios), med, lo, hi)
 	if math.Abs(med-1) > 0.10 {
-		t.Errorf("bare backend: knee ÷ closed-loop capacity = %.3f, want within ±10%%", med)
+		t.Errorf("bare backend: the plan's peak goodput ÷ closed-loop capacity = %.3f, want within ±10%%", med)
 	}
 	t.Logf("recovered after the overload with naive clients: bare %v, levee %v", recovered[backend.None], recovered[backend.Levee])
 	if majority(recovered[backend.None]) {
