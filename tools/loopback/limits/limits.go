@@ -7,6 +7,7 @@ import (
 
 	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/tools/load"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // The process limits of LimitConfig.Kind.
@@ -152,23 +153,20 @@ func RunLimit(ctx context.Context, cfg LimitConfig) (LimitLine, error) {
 // LimitTable renders the medians [min–max] of lines by protection, in
 // the order given.
 func LimitTable(lines []LimitLine, order []string) string {
-	rows := []struct {
-		label string
-		f     func(LimitLine) float64
-	}{
-		{"steps at the Critical level", func(l LimitLine) float64 { return float64(l.CriticalSteps) }},
-		{"peak goroutines", func(l LimitLine) float64 { return float64(l.PeakGoroutines) }},
-		{"health probes answered (attack)", func(l LimitLine) float64 {
+	rows := []report.Figure[LimitLine]{
+		{Label: "steps at the Critical level", Of: func(l LimitLine) float64 { return float64(l.CriticalSteps) }},
+		{Label: "peak goroutines", Of: func(l LimitLine) float64 { return float64(l.PeakGoroutines) }},
+		{Label: "health probes answered (attack)", Of: func(l LimitLine) float64 {
 			if l.Probes == 0 {
 				return 0
 			}
 			return float64(l.ProbesOK) / float64(l.Probes)
 		}},
-		{"requests served (attack)", func(l LimitLine) float64 { return l.AttackServed }},
-		{"requests served from 2 s after", func(l LimitLine) float64 { return l.AfterServed }},
-		{"recovery after the attack (s, -1 never)", func(l LimitLine) float64 { return l.Recovery }},
-		{"attack connections closed by the server", func(l LimitLine) float64 { return float64(l.Closed) }},
-		{"died or panicked", func(l LimitLine) float64 {
+		{Label: "requests served (attack)", Of: func(l LimitLine) float64 { return l.AttackServed }},
+		{Label: "requests served from 2 s after", Of: func(l LimitLine) float64 { return l.AfterServed }},
+		{Label: "recovery after the attack (s, -1 never)", Of: func(l LimitLine) float64 { return l.Recovery }},
+		{Label: "attack connections closed by the server", Of: func(l LimitLine) float64 { return float64(l.Closed) }},
+		{Label: "died or panicked", Of: func(l LimitLine) float64 {
 			if l.Died || l.Panicked {
 				return 1
 			}
@@ -179,5 +177,5 @@ func LimitTable(lines []LimitLine, order []string) string {
 	if len(lines) > 0 {
 		title = lines[0].Kind + " lab (medians [min–max])"
 	}
-	return table(title, order, lines, func(l LimitLine) string { return l.Protection }, rows)
+	return report.MedianTable(title, order, lines, func(l LimitLine) string { return l.Protection }, rows)
 }

@@ -62,23 +62,6 @@ func TestRecovery(t *testing.T) {
 	}
 }
 
-func TestSpread(t *testing.T) {
-	for _, tt := range []struct {
-		xs   []float64
-		want string
-	}{
-		{nil, "-"},
-		{[]float64{0.5}, "0.50"},
-		{[]float64{3, 1, 2}, "2 [1–3]"},
-		{[]float64{0.2, 0.4}, "0.30 [0.20–0.40]"},
-		{[]float64{812, 790}, "801 [790–812]"},
-	} {
-		if got := spread(tt.xs); got != tt.want {
-			t.Errorf("spread(%v) = %q, want %q", tt.xs, got, tt.want)
-		}
-	}
-}
-
 func TestMemoryFit(t *testing.T) {
 	if got := (MemoryConfig{}).Fit(); got != 512 {
 		t.Errorf("what fits in 256 MiB at 1 MiB for 500 ms: %v a second, want 512", got)

@@ -3,13 +3,11 @@ package limits
 import (
 	"context"
 	"fmt"
-	"math"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/levee-dev/levee/overload"
 	"github.com/levee-dev/levee/tools/load"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // MemoryConfig is one run of the memory lab: a server with GOMEMLIMIT at
@@ -237,73 +235,14 @@ func recovery(r *load.Result, trigger, end time.Duration) float64 {
 // MemoryTable renders the medians [min–max] of lines by protection, in
 // the order given.
 func MemoryTable(lines []MemoryLine, order []string) string {
-	rows := []struct {
-		label string
-		f     func(MemoryLine) float64
-	}{
-		{"peak RSS ÷ GOMEMLIMIT (whole run)", func(l MemoryLine) float64 { return l.PeakRSS }},
-		{"peak RSS ÷ GOMEMLIMIT (surge)", func(l MemoryLine) float64 { return l.SurgeRSS }},
-		{"GC share of the CPU (surge)", func(l MemoryLine) float64 { return l.GCShare }},
-		{"goodput (surge, from 1 s) ÷ what fits", func(l MemoryLine) float64 { return l.Goodput }},
-		{"served before the surge", func(l MemoryLine) float64 { return l.NormalServed }},
-		{"recovery after the surge (s, -1 never)", func(l MemoryLine) float64 { return l.Recovery }},
-		{"health probes failed", func(l MemoryLine) float64 { return float64(l.Probes - l.ProbesOK) }},
+	rows := []report.Figure[MemoryLine]{
+		{Label: "peak RSS ÷ GOMEMLIMIT (whole run)", Of: func(l MemoryLine) float64 { return l.PeakRSS }},
+		{Label: "peak RSS ÷ GOMEMLIMIT (surge)", Of: func(l MemoryLine) float64 { return l.SurgeRSS }},
+		{Label: "GC share of the CPU (surge)", Of: func(l MemoryLine) float64 { return l.GCShare }},
+		{Label: "goodput (surge, from 1 s) ÷ what fits", Of: func(l MemoryLine) float64 { return l.Goodput }},
+		{Label: "served before the surge", Of: func(l MemoryLine) float64 { return l.NormalServed }},
+		{Label: "recovery after the surge (s, -1 never)", Of: func(l MemoryLine) float64 { return l.Recovery }},
+		{Label: "health probes failed", Of: func(l MemoryLine) float64 { return float64(l.Probes - l.ProbesOK) }},
 	}
-	return table("memory lab (medians [min–max])", order, lines, func(l MemoryLine) string { return l.Protection }, rows)
-}
-
-// table renders rows of figures, one column for each protection of
-// order, over the lines of that protection (prot names a line's).
-func table[L any](title string, order []string, lines []L, prot func(L) string, rows []struct {
-	label string
-	f     func(L) float64
-}) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "| %s |", title)
-	for _, p := range order {
-		fmt.Fprintf(&b, " %s |", p)
-	}
-	b.WriteString("\n|---|")
-	for range order {
-		b.WriteString("---|")
-	}
-	b.WriteByte('\n')
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s |", r.label)
-		for _, p := range order {
-			var xs []float64
-			for _, l := range lines {
-				if prot(l) == p {
-					xs = append(xs, r.f(l))
-				}
-			}
-			b.WriteString(" " + spread(xs) + " |")
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
-// spread formats the median of xs and its range.
-func spread(xs []float64) string {
-	if len(xs) == 0 {
-		return "-"
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	if len(s) == 1 || s[0] == s[len(s)-1] {
-		return num(med)
-	}
-	return num(med) + " [" + num(s[0]) + "–" + num(s[len(s)-1]) + "]"
-}
-
-func num(x float64) string {
-	if math.Abs(x) >= 100 || x == math.Trunc(x) {
-		return fmt.Sprintf("%.0f", x)
-	}
-	return fmt.Sprintf("%.2f", x)
+	return report.MedianTable("memory lab (medians [min–max])", order, lines, func(l MemoryLine) string { return l.Protection }, rows)
 }

@@ -25,9 +25,7 @@ package slowdep
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
@@ -168,46 +166,18 @@ func windowRate(xs []float64, bucketS, from, to float64) float64 {
 // Table renders the medians [min–max] of lines by protection, in the
 // order given.
 func Table(lines []Line, order []string) string {
-	type row struct {
-		label string
-		f     func(Line) float64
-	}
-	rows := []row{
-		{"goodput before ÷ offered", func(l Line) float64 { return l.FastGoodput }},
-		{"goodput slow ÷ pool capacity", func(l Line) float64 { return l.SlowGoodput }},
-		{"late handler runs (slow)", func(l Line) float64 { return l.SlowLate }},
-		{"p99 slow (s)", func(l Line) float64 { return l.SlowP99.Seconds() }},
-		{"recovery after (s, 1e9 never)", func(l Line) float64 {
+	rows := []report.Figure[Line]{
+		{Label: "goodput before ÷ offered", Of: func(l Line) float64 { return l.FastGoodput }},
+		{Label: "goodput slow ÷ pool capacity", Of: func(l Line) float64 { return l.SlowGoodput }},
+		{Label: "late handler runs (slow)", Of: func(l Line) float64 { return l.SlowLate }},
+		{Label: "p99 slow (s)", Of: func(l Line) float64 { return l.SlowP99.Seconds() }},
+		{Label: "recovery after (s, 1e9 never)", Of: func(l Line) float64 {
 			if l.Recovery < 0 {
 				return 1e9
 			}
 			return l.Recovery
 		}},
-		{"goodput from 2 s after ÷ offered", func(l Line) float64 { return l.AfterGoodput }},
+		{Label: "goodput from 2 s after ÷ offered", Of: func(l Line) float64 { return l.AfterGoodput }},
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| slow dependency (medians [min–max]) |")
-	for _, p := range order {
-		fmt.Fprintf(&b, " %s |", p)
-	}
-	b.WriteString("\n|---|")
-	for range order {
-		b.WriteString("---|")
-	}
-	b.WriteByte('\n')
-	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s |", r.label)
-		for _, p := range order {
-			var xs []float64
-			for _, l := range lines {
-				if l.Protection == p {
-					xs = append(xs, r.f(l))
-				}
-			}
-			med, lo, hi := report.Median(xs)
-			fmt.Fprintf(&b, " %.3g [%.3g–%.3g] |", med, lo, hi)
-		}
-		b.WriteByte('\n')
-	}
-	return b.String()
+	return report.MedianTable("slow dependency (medians [min–max])", order, lines, func(l Line) string { return l.Protection }, rows)
 }
