@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,15 +155,8 @@ func TestProxyOverhead(t *testing.T) {
 // rounds: how finely the run can tell two proxies apart.
 func spread(rows []OverheadRow, proxy string) float64 {
 	for _, r := range rows {
-		if r.Proxy != proxy || len(r.CPUPerRequest) == 0 {
-			continue
-		}
-		lo, hi := r.CPUPerRequest[0], r.CPUPerRequest[0]
-		for _, d := range r.CPUPerRequest {
-			lo, hi = min(lo, d), max(hi, d)
-		}
-		if m := Median(r.CPUPerRequest); m > 0 {
-			return float64(hi-lo) / float64(m)
+		if m := Median(r.CPUPerRequest); r.Proxy == proxy && m > 0 {
+			return float64(slices.Max(r.CPUPerRequest)-slices.Min(r.CPUPerRequest)) / float64(m)
 		}
 	}
 	return 0
