@@ -3,7 +3,6 @@ package proxylab
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/levee-dev/levee/tools/load"
@@ -34,19 +33,6 @@ type OverheadRow struct {
 	P99 []float64 `json:"p99_s"`
 	// Failed requests (should be 0 below saturation).
 	Failed int64 `json:"failed"`
-}
-
-// Median returns the median of ds.
-func Median[T time.Duration | float64](ds []T) T {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // Overhead measures, side by side in one run, the CPU per request and the

@@ -7,10 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // The real-time checks of issue 19, on loopback. Short by default so that
@@ -120,9 +121,11 @@ func TestProxyOverhead(t *testing.T) {
 	fmt.Fprintf(&b, "| proxy | CPU per request (median of %d) | rounds | p50 | p99 | failed |\n|---|---:|---|---:|---:|---:|\n", *rounds)
 	med := map[string]time.Duration{}
 	for _, r := range rows {
-		med[r.Proxy] = Median(r.CPUPerRequest)
+		med[r.Proxy], _, _ = report.Median(r.CPUPerRequest)
+		p50, _, _ := report.Median(r.P50)
+		p99, _, _ := report.Median(r.P99)
 		fmt.Fprintf(&b, "| %s | %.1f µs | %v | %.2f ms | %.2f ms | %d |\n", r.Proxy, float64(med[r.Proxy])/1e3,
-			r.CPUPerRequest, Median(r.P50)*1e3, Median(r.P99)*1e3, r.Failed)
+			r.CPUPerRequest, p50*1e3, p99*1e3, r.Failed)
 	}
 	lb := float64(med[RoleLevee]) / float64(med[RoleBare])
 	fmt.Fprintf(&b, "\nlevee ÷ bare ReverseProxy: %.2f", lb)
@@ -155,8 +158,8 @@ func TestProxyOverhead(t *testing.T) {
 // rounds: how finely the run can tell two proxies apart.
 func spread(rows []OverheadRow, proxy string) float64 {
 	for _, r := range rows {
-		if m := Median(r.CPUPerRequest); r.Proxy == proxy && m > 0 {
-			return float64(slices.Max(r.CPUPerRequest)-slices.Min(r.CPUPerRequest)) / float64(m)
+		if m, lo, hi := report.Median(r.CPUPerRequest); r.Proxy == proxy && m > 0 {
+			return float64(hi-lo) / float64(m)
 		}
 	}
 	return 0

@@ -2,7 +2,7 @@ package report
 
 import (
 	"math"
-	"sort"
+	"slices"
 )
 
 // Tally counts the outcomes of the requests offered over a span: what a
@@ -218,13 +218,14 @@ func Share(part, whole float64) float64 {
 
 // Median returns the median of xs (the mean of the middle two for an even
 // count) and the spread as min and max; zeros for none. Reports of
-// repeated runs state medians with their spread.
-func Median(xs []float64) (med, lo, hi float64) {
+// repeated runs state medians with their spread; durations (CPU per
+// request, latencies) are taken as they are.
+func Median[T ~float64 | ~int64](xs []T) (med, lo, hi T) {
 	if len(xs) == 0 {
 		return 0, 0, 0
 	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	n := len(s)
 	if n%2 == 1 {
 		med = s[n/2]
