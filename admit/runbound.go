@@ -7,6 +7,19 @@ import (
 	"github.com/levee-dev/levee/internal/smooth"
 )
 
+// needBound is the bound the capacity's need allows: the cores, and twice
+// the rest of the need (lifted while requests wait with room). Of the
+// requests the capacity needs running at once, as many as there are cores
+// are running on the CPU, and more of those only share it (each then takes
+// longer); the rest wait on something else (a dependency, the network),
+// and a margin of them costs nothing but memory. CPU-bound work on one
+// core needs about one (bound 1); 64 cores of it, 64; one core whose
+// requests wait 50 ms on a dependency for 200 µs of CPU, about 250 (bound
+// about 500).
+func (b *runBound) needBound(need float64) float64 {
+	return max(b.procs, runHeadroom*need*max(1, b.needMul)-b.procs)
+}
+
 // Run-queue tuning (see WithRunQueue).
 const (
 	runTau      = 2 * time.Second // smoothing of the healthy running count
@@ -14,16 +27,31 @@ const (
 	runGrow     = 1.25            // per period while requests wait and the signals have room
 	runRoom     = 0.8             // ... below this load
 	runBusy     = 0.5             // below this load (nothing shed or degraded) the queue is off
+	runNeedBack = 0.98            // per period, the need's lift (below) decays back towards 1
 )
 
 // runBound learns the run queue's bound: twice the number of requests
 // running at once while the server is busy but healthy, scaled to the
 // load at target, never below a floor; it grows while requests wait and
 // the signals have room.
+//
+// Once the capacity and the service time of a request running alone are
+// known (solo.go), the bound is also at most what the capacity needs
+// running at once — capacity × solo service time, Little's law — with a
+// margin on the part of it that waits rather than runs (needBound):
+// counting what runs at once while busy takes CPU sharing for need (on
+// one core, handlers of 20 ms run ten at once at 0.9 of capacity, each
+// taking ten times as long), and a bound of twice that keeps every
+// request ten times slower than it need be. The need only lowers the
+// bound; while requests wait and the signals have room it is lifted by
+// the same quarter a period as the bound grows, so a need read too low (a
+// dependency that slowed down) costs a few periods.
 type runBound struct {
-	mean  float64 // requests running at once while healthy, scaled to load 1
-	limit float64 // the learned bound; 0 = none yet
-	floor float64
+	mean    float64 // requests running at once while healthy, scaled to load 1
+	limit   float64 // the learned bound; 0 = none yet
+	floor   float64
+	procs   float64 // the cores (GOMAXPROCS): the need's bound is never below them
+	needMul float64 // the need's lift while requests wait with room; ≥ 1 (0 = 1)
 }
 
 // runIn is one period's input to the run-queue stage.
@@ -36,6 +64,10 @@ type runIn struct {
 	shedding bool
 	degraded bool
 	flood    bool
+	// need is the number of requests the capacity needs running at once
+	// (the capacity estimate × the solo service time), 0 while either is
+	// unknown.
+	need float64
 }
 
 // step returns the bound to publish: runOff while the server is not busy,
@@ -52,9 +84,19 @@ func (b *runBound) step(in runIn) int64 {
 			b.mean = smooth.Toward(b.mean, est, smooth.Alpha(in.period, runTau))
 		}
 	}
+	room := in.waiting > 0 && !in.shedding && in.load < runRoom
+	if room {
+		b.needMul = max(1, b.needMul) * runGrow
+	} else {
+		b.needMul = max(1, b.needMul*runNeedBack)
+	}
+	if in.need > 0 && b.limit > 0 {
+		// No lift past the point where the need no longer binds.
+		b.needMul = min(b.needMul, max(1, (b.limit+b.procs)/(runHeadroom*in.need)))
+	}
 	if b.mean > 0 {
 		b.limit = max(b.limit, runHeadroom*b.mean, b.floor)
-		if in.waiting > 0 && !in.shedding && in.load < runRoom {
+		if room {
 			// Requests wait while the signals have room: the bound, not
 			// the server, is short (a slower dependency needs more
 			// requests in flight, not fewer).
@@ -68,6 +110,8 @@ func (b *runBound) step(in runIn) int64 {
 	switch {
 	case !(in.shedding || in.degraded || in.flood || in.load >= runBusy):
 		return runOff
+	case b.mean > 0 && in.need > 0:
+		return int64(math.Ceil(min(b.limit, b.needBound(in.need))))
 	case b.mean > 0:
 		return int64(math.Ceil(b.limit))
 	default:

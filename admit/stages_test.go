@@ -143,6 +143,14 @@ func TestRunBoundStep(t *testing.T) {
 		{"shedding: keeps the bound, learns nothing", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 50, load: 1.5, shedding: true}, 20},
 		{"waiting with room: grows a quarter", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 7, waiting: 3, load: 0.7}, 25},
 		{"degraded below half the target: on", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, load: 0.3, degraded: true}, 20},
+		// The capacity's need (capacity × solo service time) caps the
+		// bound: the cores, and twice the rest of the need.
+		{"CPU-bound on one core: need 0.9 caps 20 at the core", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, 1},
+		{"CPU-bound on 64 cores: need 60 caps 200 at the cores", runBound{mean: 100, limit: 200, floor: 128, procs: 64}, runIn{period: testDt, load: 1.5, shedding: true, need: 60}, 64},
+		{"waiting on a dependency: need 250 on one core caps 600 at 499", runBound{mean: 300, limit: 600, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 250}, 499},
+		{"the need never raises the bound", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 250}, 20},
+		{"waiting with room lifts the need a quarter", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7, need: 4}, 9},
+		{"nothing learned yet: the need alone does not bound", runBound{floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, runCount},
 	}
 	for _, tt := range tests {
 		if got := tt.b.step(tt.in); got != tt.want {
