@@ -342,7 +342,9 @@ func (t *Ticket) Wait(ctx context.Context) error {
 	}
 	q := &c.runq
 	if !q.on() {
-		t.alone() // not busy: nothing to share the CPU with to speak of
+		if q.running.Load() == 0 {
+			t.alone() // not busy, nothing left from a busy spell: the CPU is its own
+		}
 		return nil
 	}
 	if q.tryFast() {
@@ -382,7 +384,8 @@ func (t *Ticket) Wait(ctx context.Context) error {
 }
 
 // alone marks a ticket that starts while the server is not busy (the run
-// queue off), whose service time is then its own (solo.go). A ticket not
+// queue off, and no request admitted in a busy spell still running),
+// whose service time is then its own (solo.go). A ticket not
 // measured already is measured for the solo service time when the last
 // such measurement is soloEvery old on the coarse clock (while Run is
 // active; a controller stepped on virtual time has none): enough samples

@@ -27,7 +27,7 @@ const (
 	runGrow     = 1.25            // per period while requests wait and the signals have room
 	runRoom     = 0.8             // ... below this load
 	runBusy     = 0.5             // below this load (nothing shed or degraded) the queue is off
-	runNeedBack = 0.98            // per period, the need's lift (below) decays back towards 1
+	runNeedBack = 0.95            // per period, the need's lift (below) decays back towards 1, as the bound does
 )
 
 // runBound learns the run queue's bound: twice the number of requests
@@ -111,7 +111,10 @@ func (b *runBound) step(in runIn) int64 {
 	case !(in.shedding || in.degraded || in.flood || in.load >= runBusy):
 		return runOff
 	case b.mean > 0 && in.need > 0:
-		return int64(math.Ceil(min(b.limit, b.needBound(in.need))))
+		// The need is an estimate near a whole number of requests (on
+		// CPU-bound work, the cores): rounded, not raised to the next one
+		// by its noise.
+		return int64(math.Ceil(min(b.limit, math.Round(b.needBound(in.need)))))
 	case b.mean > 0:
 		return int64(math.Ceil(b.limit))
 	default:

@@ -628,7 +628,7 @@ func TestRunBoundFromSoloTime(t *testing.T) {
 		}
 		want := math.Ceil(c.run.limit)
 		if d > goSlice {
-			want = math.Ceil(max(1, 2*need-1))
+			want = math.Round(max(1, 2*need-1))
 		}
 		if b := c.runBound(); b != want {
 			t.Errorf("%v: bound %v with capacity %.1f/s (need %.2f), want %v", d, b, c.law.capEst, need, want)
@@ -639,8 +639,9 @@ func TestRunBoundFromSoloTime(t *testing.T) {
 	}
 }
 
-// TestSoloTime: the solo service time follows its samples, one sample
-// cannot move it far, and it is not used before soloSamples samples.
+// TestSoloTime: the solo service time follows the median of its samples
+// 5% a sample, one sample cannot move it further, and it is not used
+// before soloSamples samples.
 func TestSoloTime(t *testing.T) {
 	var s soloTime
 	for i := 0; i < soloSamples-1; i++ {
@@ -654,18 +655,30 @@ func TestSoloTime(t *testing.T) {
 		t.Fatalf("after %d samples of 10 ms: %v", soloSamples, got)
 	}
 	// One sample of an hour (a long-poll that was not excluded) moves it
-	// by a sixteenth of four times the estimate at most.
+	// 5% at most.
 	s.observe(int64(time.Hour))
-	if got, most := s.seconds(), 0.010*(1+soloGain*(soloClamp-1)); got > most+1e-9 {
+	if got, most := s.seconds(), 0.010*soloUp; got > most+1e-9 {
 		t.Fatalf("after a 1 h sample: %v, want ≤ %v", got, most)
 	}
 	s.observe(-1)
 	s.observe(maxService + 1)
+	// A crowded minority does not pull it: one sample in four at 100 ms
+	// among 20 ms ones.
+	for i := 0; i < 400; i++ {
+		d := 20 * time.Millisecond
+		if i%4 == 0 {
+			d = 100 * time.Millisecond
+		}
+		s.observe(int64(d))
+	}
+	if got := s.seconds(); got < 0.020/soloUp || got > 0.020*soloUp*soloUp {
+		t.Fatalf("20 ms with one sample in four at 100 ms: %v", got)
+	}
 	// It follows a change: 5 ms samples bring it there.
 	for i := 0; i < 200; i++ {
 		s.observe(int64(5 * time.Millisecond))
 	}
-	if got := s.seconds(); math.Abs(got-0.005) > 0.0001 {
+	if got := s.seconds(); math.Abs(got-0.005) > 0.005*(soloUp-1) {
 		t.Fatalf("after 200 samples of 5 ms: %v", got)
 	}
 }

@@ -26,12 +26,13 @@ import (
 // concurrency the capacity needs: about the number of cores for CPU-bound
 // work, far more for work that waits on a dependency.
 //
-// One sample moves the estimate by a sixteenth of its distance, and a
-// sample is first clamped to a quarter to four times the estimate, so a
-// burst of slow (or fast) requests cannot move it far; the estimate only
-// ever lowers the bound the running count gives (runBound.step), so a
-// caller who makes its requests slow gains nothing. Lock-free: one CAS
-// loop per measured ticket.
+// What is learned is the median of those times, tracked in the log
+// domain: each sample moves the estimate 5% towards it and no further,
+// so a minority of samples taken while the server was crowded after all
+// (a request still running from a busy spell) cannot pull it, nor can a
+// caller who makes its requests slow; and the estimate only ever lowers
+// the bound the running count gives (runBound.step), so a slow caller
+// gains nothing. Lock-free: one CAS loop per measured ticket.
 type soloTime struct {
 	ns   atomic.Int64  // the estimate, ns; 0 while nothing is learned
 	n    atomic.Uint64 // samples taken
@@ -39,9 +40,8 @@ type soloTime struct {
 }
 
 const (
-	soloGain    = 1.0 / 16 // share of the distance to a sample
-	soloClamp   = 4.0      // a sample counts as at most this factor from the estimate
-	soloSamples = 8        // samples before the estimate is used
+	soloStep    = 0.05 // per sample, in the log domain: ×e^±0.05
+	soloSamples = 8    // samples before the estimate is used
 	soloEvery   = int64(5 * time.Millisecond)
 )
 
@@ -60,18 +60,28 @@ func (s *soloTime) observe(d int64) {
 	}
 	for {
 		old := s.ns.Load()
-		nv := float64(d)
-		if old > 0 {
-			o := float64(old)
-			x := min(max(nv, o/soloClamp), o*soloClamp)
-			nv = o + soloGain*(x-o)
+		nv := max(1, d)
+		switch {
+		case old == 0:
+		case d > old:
+			nv = min(nv, int64(math.Ceil(float64(old)*soloUp)))
+		case d < old:
+			nv = max(nv, int64(float64(old)*soloDown))
+		default:
+			nv = old
 		}
-		if s.ns.CompareAndSwap(old, max(1, int64(math.Round(nv)))) {
+		if s.ns.CompareAndSwap(old, nv) {
 			break
 		}
 	}
 	s.n.Add(1)
 }
+
+// The median tracker's factors.
+var (
+	soloUp   = math.Exp(soloStep)
+	soloDown = math.Exp(-soloStep)
+)
 
 // seconds returns the estimate in seconds, 0 before soloSamples samples.
 func (s *soloTime) seconds() float64 {
