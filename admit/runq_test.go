@@ -628,7 +628,7 @@ func TestRunBoundFromSoloTime(t *testing.T) {
 		}
 		want := math.Ceil(c.run.limit)
 		if d > goSlice {
-			want = math.Round(max(1, 2*need-1))
+			want = math.Round(max(1, 2*need))
 		}
 		if b := c.runBound(); b != want {
 			t.Errorf("%v: bound %v with capacity %.1f/s (need %.2f), want %v", d, b, c.law.capEst, need, want)
