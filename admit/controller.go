@@ -492,9 +492,8 @@ func (c *Controller) TenantRate(tenant string) float64 {
 // preemption slice), 0 otherwise. Shorter CPU-bound handlers run to
 // completion once scheduled: Go's run queue already serves them one after
 // the other, and a tighter bound would only move their wait into the run
-// queue, where it expires (measured on one core with 1 ms requests at 0.9
-// of capacity: 87% served instead of 99%). Longer ones share the cores,
-// and each of N admitted at once takes N times as long.
+// queue, where it can expire. Longer ones share the cores, and each of N
+// admitted at once takes N times as long.
 func (c *Controller) need() float64 {
 	solo := c.solo.seconds()
 	if solo < goSlice.Seconds() {
