@@ -61,7 +61,7 @@
 //	  run queue (off below load 0.5 with nothing shed or degraded): bound
 //	        B = max(2 × running-at-once ÷ load, learned while healthy and busy;
 //	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8;
-//	        for requests longer than Go's 10 ms slice, also B ≤ max(P, 2N),
+//	        for requests longer than Go's 10 ms slice with N ≤ 2P, also B ≤ max(P, 2N),
 //	        N = K × the service time of requests run while not busy, P = GOMAXPROCS
 //	        (the need, lifted alike while requests wait with room);
 //	        a queue standing (oldest wait > 10 ms at two Steps) serves the

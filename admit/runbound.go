@@ -7,7 +7,8 @@ import (
 	"github.com/levee-dev/levee/internal/smooth"
 )
 
-// needBound is the bound the capacity's need allows: twice the need
+// needBound is the bound the capacity's need allows when the work is
+// mostly on the CPU (a need of at most twice the cores: step): twice the need
 // (lifted while requests wait with room), never below the cores. Twice,
 // not once: an open-loop server's requests in service fluctuate around
 // the need, and a bound at the need itself would hold the excess in the
@@ -18,9 +19,13 @@ import (
 // served 94% at 0.9× (waits expired) and 0.84 of capacity at 2×; a bound
 // of two, 5.1×, 100% and 0.90; the bound learned from the running count
 // alone (about ten), 9.5×, 94% and 0.81.
-// 64 cores of 1 s CPU-bound requests need about 60 (bound 120); one core
-// whose requests wait 50 ms on a dependency for 200 µs of CPU, about 250
-// (bound 500).
+// 64 cores of 1 s CPU-bound requests need about 60 (bound 120). A need
+// far above the cores is work that waits on something else (a dependency,
+// the network), which sharing the CPU does not slow: the running count's
+// bound stands, and the waits stay where the signals see them (a
+// dependency's pool) rather than in the run queue, where none does
+// (measured with a pool of 8 at 50 ms on one core, need about 8: p99
+// 0.68 s with the need's bound against 0.34 s without).
 func (b *runBound) needBound(need float64) float64 {
 	return max(b.procs, runHeadroom*need*max(1, b.needMul))
 }
@@ -41,9 +46,9 @@ const (
 // the signals have room.
 //
 // Once the capacity and the service time of a request running alone are
-// known (solo.go), the bound is also at most twice what the capacity
-// needs running at once — capacity × solo service time, Little's law —
-// and never below the cores (needBound):
+// known (solo.go), and the work is mostly on the CPU, the bound is also
+// at most twice what the capacity needs running at once — capacity × solo
+// service time, Little's law — and never below the cores (needBound):
 // counting what runs at once while busy takes CPU sharing for need (on
 // one core, handlers of 20 ms run ten at once at 0.9 of capacity, each
 // taking ten times as long), and a bound of twice that keeps every
@@ -115,7 +120,7 @@ func (b *runBound) step(in runIn) int64 {
 	switch {
 	case !(in.shedding || in.degraded || in.flood || in.load >= runBusy):
 		return runOff
-	case b.mean > 0 && in.need > 0:
+	case b.mean > 0 && in.need > 0 && in.need <= runHeadroom*b.procs:
 		// The need is an estimate near a whole number of requests (on
 		// CPU-bound work, the cores): rounded, not raised to the next one
 		// by its noise.

@@ -592,10 +592,10 @@ func TestRunBoundFromSoloTime(t *testing.T) {
 		c, clk := withFakeClock(WithSignals(sig))
 		c.run.procs = 1 // a one-core server, whatever runs the test
 		c.Step(c.timeAt(clk.now()))
-		// One request at a time for 40 s at load 0.4: the server is not
-		// busy (the run queue is off), and every measured ticket (one in
-		// 64) ran alone.
-		for i := 0; i < int(40*time.Second/d); i++ {
+		// One request at a time for 40 s, busy 40% of the time, at load
+		// 0.4: the server is not busy (the run queue is off), and every
+		// measured ticket (one in 64) ran alone.
+		for i := 0; i < int(40*time.Second/(d*5/2)); i++ {
 			tk, err := c.Admit(context.Background())
 			if err == nil {
 				err = tk.Wait(context.Background())
@@ -605,6 +605,7 @@ func TestRunBoundFromSoloTime(t *testing.T) {
 			}
 			clk.advance(d)
 			tk.Done(nil)
+			clk.advance(d * 3 / 2)
 		}
 		if got := c.solo.seconds(); math.Abs(got-d.Seconds()) > 0.025*d.Seconds() {
 			t.Fatalf("%v: solo service time %.4fs", d, got)

@@ -148,9 +148,9 @@ func TestRunBoundStep(t *testing.T) {
 		{"CPU-bound on one core: need 0.9 caps 20 at 2", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, 2},
 		{"CPU-bound on one core: need 0.4 still leaves the core", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.4}, 1},
 		{"CPU-bound on 64 cores: need 60 caps 200 at 120", runBound{mean: 100, limit: 200, floor: 128, procs: 64}, runIn{period: testDt, load: 1.5, shedding: true, need: 60}, 120},
-		{"waiting on a dependency: need 250 on one core caps 600 at 500", runBound{mean: 300, limit: 600, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 250}, 500},
+		{"waiting on a dependency: a need of 8 on one core does not cap", runBound{mean: 30, limit: 60, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 8}, 60},
 		{"the need never raises the bound", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 250}, 20},
-		{"waiting with room lifts the need a quarter", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7, need: 4}, 10},
+		{"waiting with room lifts the need a quarter", runBound{mean: 10, limit: 20, floor: 4, procs: 2}, runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7, need: 4}, 10},
 		{"nothing learned yet: the need alone does not bound", runBound{floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, runCount},
 	}
 	for _, tt := range tests {
