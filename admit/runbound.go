@@ -37,6 +37,7 @@ const (
 	runGrow     = 1.25            // per period while requests wait and the signals have room
 	runRoom     = 0.8             // ... below this load
 	runBusy     = 0.5             // below this load (nothing shed or degraded) the queue is off
+	runMax      = 1e6             // the largest bound (WithRunBound's range): growth stops there
 	runNeedBack = 0.95            // per period, the need's lift (below) decays back towards 1, as the bound does
 )
 
@@ -103,6 +104,8 @@ func (b *runBound) step(in runIn) int64 {
 	if in.need > 0 && b.limit > 0 {
 		// No lift past the point where the need no longer binds.
 		b.needMul = min(b.needMul, max(1, b.limit/(runHeadroom*in.need)))
+	} else {
+		b.needMul = 1 // nothing to lift: no need known, or no bound yet
 	}
 	if b.mean > 0 {
 		b.limit = max(b.limit, runHeadroom*b.mean, b.floor)
@@ -110,7 +113,7 @@ func (b *runBound) step(in runIn) int64 {
 			// Requests wait while the signals have room: the bound, not
 			// the server, is short (a slower dependency needs more
 			// requests in flight, not fewer).
-			b.limit *= runGrow
+			b.limit = min(b.limit*runGrow, runMax)
 			b.mean = max(b.mean, b.limit/runHeadroom)
 		} else {
 			// Back towards the learned bound.

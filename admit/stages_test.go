@@ -129,6 +129,28 @@ func TestEpisodesStep(t *testing.T) {
 	}
 }
 
+// TestRunBoundNeedLiftBounded: requests waiting with room for minutes
+// while no need is known leave no lift behind, and the bound stops at its
+// maximum: the need, once known, binds at once.
+func TestRunBoundNeedLiftBounded(t *testing.T) {
+	b := runBound{mean: 10, limit: 20, floor: 4, procs: 1}
+	for range 10000 { // 500 s of periods ×1.25 would overflow a float
+		b.step(runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7})
+	}
+	if b.needMul != 1 {
+		t.Fatalf("lift %v after waiting with room and no need known, want 1", b.needMul)
+	}
+	// The bound itself grows to its maximum and no further: past it, it
+	// overflowed to +Inf and the learned mean to NaN, and the run queue
+	// lost its bound for good.
+	if b.limit > runMax || b.mean != b.mean {
+		t.Fatalf("after 500 s waiting with room: limit %v, mean %v; want ≤ %v and a number", b.limit, b.mean, runMax)
+	}
+	if got := b.step(runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}); got != 2 {
+		t.Errorf("bound %d once the need (0.9 on one core) is known, want 2", got)
+	}
+}
+
 func TestRunBoundStep(t *testing.T) {
 	tests := []struct {
 		name string
