@@ -93,7 +93,6 @@ type Controller struct {
 	seed        uint64
 	routeFn     func(ctx context.Context) string
 	defRoute    uint64
-	procs       int64                    // GOMAXPROCS at New: a ticket starting with no more slots held runs alone (solo.go)
 	quotas      atomic.Pointer[quotaSet] // nil: no quotas
 	dry         atomic.Bool              // dry-run: read only where a request would be rejected
 	forced      [numFloors]atomic.Pointer[forcedShed]
