@@ -18,6 +18,7 @@ const (
 	serviceDrift = 10 * time.Second       // B towards a slightly slower normal
 	budgetTau    = 5 * time.Second        // the median budget, in log space
 	budgetForget = time.Minute            // without budgets, forget the learned one
+	peakForget   = 5 * time.Minute        // the most requests in service lately, towards fewer (notePeak)
 )
 
 // elasticityWaiting is the elasticity at and above which requests are
@@ -220,6 +221,7 @@ type concState struct {
 
 	service    float64       // no-wait service time B, seconds; 0 = not learned yet
 	throughput float64       // ended requests per second in the latest evidence
+	peak       float64       // the most requests in service the completions explained lately (notePeak)
 	sinceEmpty time.Duration // since a sample found the handler empty
 	elasticity float64
 	latency    float64 // seconds, of the latest complete evidence
@@ -282,6 +284,13 @@ func (s *concState) step(w *window, cfg concConfig) {
 	s.inflight = w.inflight
 	capacity := math.Max(X, s.throughput)
 	s.capacityNow = 0
+	// done is how many requests the completions explain in service;
+	// young how long a request takes at most without waiting, and
+	// allYoung that no request in flight has been in the handler longer.
+	done := f * s.service * X
+	s.notePeak(done, w)
+	young := tolerance(cfg) * f * s.service
+	allYoung := s.inflight-s.starts.within(seconds(young)) < 1
 	if s.waiting {
 		s.capacityNow = capacity
 		// Requests wait for the bottleneck, which serves as many as its
@@ -292,16 +301,29 @@ func (s *concState) step(w *window, cfg concConfig) {
 		s.served = math.Min(s.inflight, f*s.service*capacity)
 	} else {
 		// Nobody waits: every request started within f·B is in service
-		// (a traffic step adds them as they come), but not more than ratio
-		// times what the completions explain (a flood far above what the
-		// handler completes is waiting, well before the next evidence
-		// says so), and not fewer (after shedding cuts the starts, the
-		// requests already in flight are still being served).
-		done := f * s.service * X
-		s.served = math.Min(s.inflight, math.Min(math.Max(s.starts.within(seconds(f*s.service)), done), cfg.ratio*done))
+		// (a traffic step adds them as they come), and not fewer than the
+		// completions explain (after shedding cuts the starts, the
+		// requests already in flight are still being served). But not
+		// more than ratio times what the completions explain: a flood far
+		// above what the handler completes is waiting, well before its
+		// requests outlast f·B. While no request in flight has outlasted
+		// tol·f·B, they explain the most they did lately (peak), not what
+		// they do now: traffic that comes back after a dip (an
+		// upstream outage, another gate refusing most requests, this
+		// signal's own shedding) is no flood, though for a service time
+		// only the dip's requests complete — read against the current
+		// rate it looked like one, a controller cut, the completions
+		// stayed low, and the misreading fed itself for seconds. A
+		// dependency that slows keeps its requests past tol·f·B, and the
+		// current completions speak again.
+		explained := done
+		if allYoung {
+			explained = math.Max(done, s.peak)
+		}
+		s.served = math.Min(s.inflight, math.Min(math.Max(s.starts.within(seconds(f*s.service)), done), cfg.ratio*explained))
 	}
 	s.queue = math.Max(0, s.inflight-s.served)
-	if young := tolerance(cfg) * f * s.service; s.sinceEmpty.Seconds() <= restartServiceTimes*young && s.inflight-s.starts.within(seconds(young)) < 1 {
+	if allYoung && s.sinceEmpty.Seconds() <= restartServiceTimes*young {
 		// The handler was empty a few service times ago — an upstream
 		// silence, or admission shedding everything — and no request has
 		// been in it longer than one takes: nobody waits behind anyone,
@@ -329,6 +351,20 @@ func (s *concState) step(w *window, cfg concConfig) {
 		raw = 0
 	}
 	s.valueNow = s.avg.Update(raw, w.dt)
+}
+
+// notePeak keeps the most requests in service the completions explained
+// lately (done = f·B·X): a count, not a rate, so that a service that
+// slows does not inflate it. It is forgotten over minutes (peakForget),
+// never while another signal says the process is overloaded. A peak set
+// high (a burst of slow requests) only delays the early reading of a
+// flood until its requests outlast tol·f·B.
+func (s *concState) notePeak(done float64, w *window) {
+	if done >= s.peak {
+		s.peak = done
+	} else if !w.frozen {
+		s.peak += smooth.Alpha(w.dt, peakForget) * (done - s.peak)
+	}
 }
 
 // learn updates the service time, the throughput and the waiting verdict

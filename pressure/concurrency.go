@@ -28,7 +28,12 @@ import (
 // It reads about 0 while nothing waits, whatever the load, and 1 when the
 // in-handler latency reaches the target T. A traffic step does not move it
 // (new requests are counted as served), a dependency that stops answering
-// does at once (requests older than f·B pile up).
+// does at once (requests older than f·B pile up). A flood of more than
+// ratio times the requests the completions explain reads as waiting before
+// its requests outlast f·B; while no request in flight is older than a
+// service time, "the completions" are the most they explained lately, so
+// that traffic coming back after a dip — an upstream outage, another gate
+// refusing most requests — is not read as a flood.
 //
 // # What it learns
 //

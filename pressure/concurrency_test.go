@@ -421,3 +421,83 @@ func TestRestartAfterSilence(t *testing.T) {
 		}
 	}
 }
+
+// TestTrafficReturns: a handler whose requests take long (a 50 ms, 300 ms
+// or 1 s dependency with room for all) loses nine tenths of its traffic
+// for a while — an upstream partial outage, or another gate (a goroutine
+// ceiling, a memory limit) refusing most requests — and then gets it all
+// back at once. The handler is never empty, so the restart rule does not
+// apply; for a service time the completions are those of the dip. The
+// requests in flight are young and nobody waits: the signal must not read
+// the return as a flood (it did: "served" was capped at twice what the
+// dip's completions explain, a controller cut, the completions stayed
+// low, and the misreading fed itself for seconds), whatever the dip's
+// length.
+func TestTrafficReturns(t *testing.T) {
+	for _, dep := range []time.Duration{50 * time.Millisecond, 300 * time.Millisecond, time.Second} {
+		for _, dip := range []time.Duration{2 * time.Second, 10 * time.Second, 60 * time.Second} {
+			s := newServer(7)
+			s.pool, s.cpu = 1000, 200*time.Microsecond
+			s.dep = func(time.Duration) time.Duration { return dep }
+			s.deadline = 10 * time.Second
+			s.cpuOff = true
+			back := 10*time.Second + dip
+			s.rate = func(t time.Duration) float64 {
+				if t >= 10*time.Second && t < back {
+					return 20
+				}
+				return 200
+			}
+			s.run(back + 10*time.Second)
+			if f := s.tripped(time.Second, back); f > 0 {
+				t.Errorf("dependency %v, dip %v: tripped in %.3f of the periods before the return; want none", dep, dip, f)
+			}
+			if f := s.tripped(back, back+10*time.Second); f > 0 {
+				t.Errorf("dependency %v, dip %v: tripped in %.3f of the periods after the return; want none", dep, dip, f)
+			}
+			from := int(back / time.Second)
+			offered, admitted := 0, 0
+			for _, b := range s.stats[from : from+10] {
+				offered, admitted = offered+b.offered, admitted+b.admitted
+			}
+			if admitted < offered*99/100 {
+				t.Errorf("dependency %v, dip %v: %d of %d requests admitted after the return; want ≥ 99%%", dep, dip, admitted, offered)
+			}
+		}
+	}
+}
+
+// TestPeakForgets: the most requests in service the completions explained
+// is kept while a dip lasts and forgotten over minutes, never while
+// another signal says the process is overloaded (a peak raised by one
+// burst must not loosen the flood reading for good).
+func TestPeakForgets(t *testing.T) {
+	var s concState
+	w := &window{dt: 50 * time.Millisecond}
+	s.notePeak(200, w)
+	for range 20 * 60 { // one minute at 20
+		s.notePeak(20, w)
+	}
+	if s.peak < 150 || s.peak > 180 {
+		t.Errorf("peak %.1f after a minute at 20 from 200; want about 20 + 180·e^(−1/5) ≈ 167", s.peak)
+	}
+	held := s.peak
+	w.frozen = true
+	for range 20 * 60 {
+		s.notePeak(20, w)
+	}
+	if s.peak != held {
+		t.Errorf("peak moved from %.1f to %.1f while frozen; want held", held, s.peak)
+	}
+	w.frozen = false
+	for range 20 * 60 * 30 { // half an hour
+		s.notePeak(20, w)
+	}
+	if s.peak > 21 {
+		t.Errorf("peak %.1f after half an hour at 20; want forgotten (≤ 21)", s.peak)
+	}
+	s.notePeak(500, w)
+	if s.peak != 500 {
+		t.Errorf("peak %.1f after a reading of 500; want 500 at once", s.peak)
+	}
+}
