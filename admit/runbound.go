@@ -18,8 +18,8 @@ const (
 
 // runBound learns the run queue's bound: twice the number of requests
 // running at once while the server is busy but healthy, scaled to the
-// load at target, never below a floor; it grows while requests wait and
-// the signals have room.
+// load at target, never below a floor; it grows while requests wait at a
+// full bound and the signals have room, up to the requests present.
 type runBound struct {
 	mean  float64 // requests running at once while healthy, scaled to load 1
 	limit float64 // the learned bound; 0 = none yet
@@ -54,11 +54,14 @@ func (b *runBound) step(in runIn) int64 {
 	}
 	if b.mean > 0 {
 		b.limit = max(b.limit, runHeadroom*b.mean, b.floor)
-		if in.waiting > 0 && !in.shedding && in.load < runRoom {
-			// Requests wait while the signals have room: the bound, not
-			// the server, is short (a slower dependency needs more
-			// requests in flight, not fewer).
-			b.limit *= runGrow
+		if in.waiting > 0 && float64(in.running) >= b.limit-1 && !in.shedding && in.load < runRoom {
+			// Requests wait at a full bound while the signals have room:
+			// the bound, not the server, is short (a slower dependency
+			// needs more requests in flight, not fewer). It grows by a
+			// quarter, but never past the requests that want a slot:
+			// more would not run one more, and a wait that lasts (a
+			// waiter whose caller stalls) would grow it without end.
+			b.limit = max(b.limit, min(b.limit*runGrow, float64(in.running+in.waiting)))
 			b.mean = max(b.mean, b.limit/runHeadroom)
 		} else {
 			// Back towards the learned bound.

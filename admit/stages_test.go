@@ -129,6 +129,32 @@ func TestEpisodesStep(t *testing.T) {
 	}
 }
 
+// TestRunBoundGrowthStops: requests that wait while the signals are at
+// rest grow the bound to what they need and no further. It grew a quarter
+// a period whenever anyone waited — also with free slots (a waiter that
+// stays, a hand-over in progress) — reached +Inf within minutes, the
+// learned mean became NaN, and the run queue was unbounded for good.
+func TestRunBoundGrowthStops(t *testing.T) {
+	const want = 50 // requests that want a slot at once (a slow dependency)
+	b := runBound{mean: 4, limit: 8, floor: 4}
+	var got int64
+	for range 20 * 3600 { // an hour of 50 ms periods
+		running := min(want, int64(b.limit))
+		got = b.step(runIn{period: testDt, counting: true, running: running, waiting: want - running, load: 0.3, degraded: true})
+	}
+	if got < want || got > 2*want || math.IsNaN(b.mean) {
+		t.Errorf("bound %d (mean %v) after an hour with %d requests wanting a slot; want between %d and %d", got, b.mean, want, want, 2*want)
+	}
+	// A waiter that stays while slots are free.
+	b = runBound{mean: 4, limit: 8, floor: 4}
+	for range 20 * 3600 {
+		got = b.step(runIn{period: testDt, counting: true, running: 3, waiting: 1, load: 0.3, degraded: true})
+	}
+	if got != 8 || math.IsNaN(b.mean) {
+		t.Errorf("bound %d (mean %v) after an hour with a waiter beside free slots; want 8", got, b.mean)
+	}
+}
+
 func TestRunBoundStep(t *testing.T) {
 	tests := []struct {
 		name string
@@ -141,7 +167,9 @@ func TestRunBoundStep(t *testing.T) {
 		{"busy and counting: learns 2 × running ÷ load", runBound{floor: 4}, runIn{period: testDt, counting: true, running: 9, load: 0.9}, 20},
 		{"never below the floor", runBound{floor: 8}, runIn{period: testDt, counting: true, running: 1, load: 0.5}, 8},
 		{"shedding: keeps the bound, learns nothing", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 50, load: 1.5, shedding: true}, 20},
-		{"waiting with room: grows a quarter", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, counting: true, running: 7, waiting: 3, load: 0.7}, 25},
+		{"waiting at a full bound with room: grows a quarter", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, running: 20, waiting: 9, load: 0.7}, 25},
+		{"waiting with room: grows to the requests present at most", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, running: 20, waiting: 2, load: 0.7}, 22},
+		{"waiting with free slots (a hand-over in progress): holds", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, running: 7, waiting: 3, load: 0.7}, 20},
 		{"degraded below half the target: on", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, load: 0.3, degraded: true}, 20},
 	}
 	for _, tt := range tests {
