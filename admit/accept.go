@@ -33,6 +33,8 @@ const (
 	ticketCrit  = 12      // shift of the criticality
 	ticketCritM = 3 << ticketCrit
 	ticketWould = 1 << 14 // dry-run: admitted, though it would have been rejected
+	ticketAlone = 1 << 15 // started while the server was not busy (solo.go)
+	ticketSolo  = 1 << 16 // measured on the real clock for the solo service time only (solo.go)
 )
 
 // Admit decides whether to start the request described by ctx (its
@@ -243,6 +245,9 @@ func (t *Ticket) Done(err error) {
 			t.flags &^= ticketTimed // a virtual-time ticket finished in real time: learn nothing
 		}
 	}
+	if t.flags&ticketSolo != 0 && now == 0 {
+		now = t.c.clk.now()
+	}
 	t.finish(now, err)
 }
 
@@ -277,6 +282,9 @@ func (t *Ticket) finish(now int64, err error) {
 	if t.flags&ticketTimed != 0 {
 		c.routes.observe(t.route, now-t.start, now)
 	}
+	if t.flags&ticketAlone != 0 && t.flags&(ticketTimed|ticketSolo) != 0 {
+		c.solo.observe(now - t.start)
+	}
 }
 
 // Start marks the start of service: the route's service time is learned
@@ -286,7 +294,7 @@ func (t *Ticket) finish(now int64, err error) {
 // time a slow sender takes to upload is not taken for service time. It is
 // one branch for the 63 tickets in 64 that are not measured.
 func (t *Ticket) Start() {
-	if t.c != nil && t.flags&(ticketTimed|ticketDone) == ticketTimed && t.flags&ticketReal != 0 {
+	if t.c != nil && t.flags&ticketDone == 0 && (t.flags&(ticketTimed|ticketReal) == ticketTimed|ticketReal || t.flags&ticketSolo != 0) {
 		t.start = t.c.clk.now()
 	}
 }
@@ -303,7 +311,7 @@ func (t *Ticket) StartAt(now time.Time) {
 // stream, a long-poll, a hijacked or upgraded connection, anything whose
 // length the caller rather than the work decides — so the route learns
 // nothing from it. Done must still be called.
-func (t *Ticket) Exclude() { t.flags &^= ticketTimed }
+func (t *Ticket) Exclude() { t.flags &^= ticketTimed | ticketSolo }
 
 // DegradeLevel returns the degradation level in force when the request was
 // admitted; handlers choose their cheaper answer from it.
@@ -334,6 +342,9 @@ func (t *Ticket) Wait(ctx context.Context) error {
 	}
 	q := &c.runq
 	if !q.on() {
+		if q.running.Load() == 0 {
+			t.alone() // not busy, nothing left from a busy spell: the CPU is its own
+		}
 		return nil
 	}
 	if q.tryFast() {
@@ -370,6 +381,26 @@ func (t *Ticket) Wait(ctx context.Context) error {
 		t.start = now // service time counts from the start, not the queue
 	}
 	return nil
+}
+
+// alone marks a ticket that starts while the server is not busy (the run
+// queue off, and no request admitted in a busy spell still running),
+// whose service time is then its own (solo.go). A ticket not
+// measured already is measured for the solo service time when the last
+// such measurement is soloEvery old on the coarse clock (while Run is
+// active; a controller stepped on virtual time has none): enough samples
+// for slow requests, whose one in 64 would be too few, and at most a few
+// hundred clock reads a second at any rate.
+func (t *Ticket) alone() {
+	t.flags |= ticketAlone
+	if t.flags&ticketTimed != 0 {
+		return
+	}
+	c := t.c
+	if coarse := c.clock.Load(); coarse != 0 && c.solo.claim(coarse) {
+		t.start = c.clk.now()
+		t.flags |= ticketSolo
+	}
 }
 
 // refuse rejects the ticket, which holds no slot, at the run queue for

@@ -115,6 +115,7 @@ type Controller struct {
 	completed  counter // tickets done: what the handlers finished
 	ring       fairq.Ring
 	routes     routeTable
+	solo       soloTime // service time of requests that ran alone (solo.go)
 	runq       runQueue
 
 	// Preallocated rejection errors.
@@ -195,6 +196,7 @@ func New(opts ...Option) *Controller {
 		c.runq.limit.Store(int64(cfg.runBound))
 	}
 	c.run.floor = float64(max(4, 2*runtime.GOMAXPROCS(0)))
+	c.run.procs = float64(runtime.GOMAXPROCS(0))
 	c.sampleShift.Store(initSampleShift)
 	c.retryIdx = raIndex(defaultRecovery)
 	c.publishErrors()
@@ -483,6 +485,26 @@ func (c *Controller) TenantRate(tenant string) float64 {
 	return c.tenants.tracker.Rate(key)
 }
 
+// need returns the number of requests the capacity needs running at once
+// (the capacity estimate × the solo service time, solo.go) when requests
+// are long enough for Go to time-slice them (longer than its 10 ms
+// preemption slice), 0 otherwise. Shorter CPU-bound handlers run to
+// completion once scheduled: Go's run queue already serves them one after
+// the other, and a tighter bound would only move their wait into the run
+// queue, where it can expire. Longer ones share the cores, and each of N
+// admitted at once takes N times as long.
+func (c *Controller) need() float64 {
+	solo := c.solo.seconds()
+	if solo < goSlice.Seconds() {
+		return 0
+	}
+	return c.law.capEst * solo
+}
+
+// goSlice is the Go scheduler's preemption slice: a goroutine running
+// longer is preempted so that others may run.
+const goSlice = 10 * time.Millisecond
+
 // stepRunQueue publishes the run queue's bound for the next period (or
 // turns the queue off while the server is not busy), grants the slots a
 // raised bound frees and expires the waits that are too long.
@@ -496,7 +518,8 @@ func (c *Controller) stepRunQueue(now int64, load float64, degraded, flood bool)
 	} else {
 		q.limit.Store(c.run.step(runIn{period: c.cfg.period, counting: q.on(),
 			running: q.running.Load(), waiting: q.waiting.Load(), load: load,
-			shedding: c.law.shedding, degraded: degraded, flood: flood}))
+			shedding: c.law.shedding, degraded: degraded, flood: flood,
+			need: c.need()}))
 	}
 	lifo, wait := c.stand.step(c.cfg.runWait)
 	cutoff := now - int64(wait)

@@ -61,6 +61,9 @@
 //	  run queue (off below load 0.5 with nothing shed or degraded): bound
 //	        B = max(2 × running-at-once ÷ load, learned while healthy and busy;
 //	        4; 2×GOMAXPROCS), ×1.25 a period while requests wait with load < 0.8;
+//	        for requests longer than Go's 10 ms slice with N ≤ 2P, also B ≤ max(P, 2N),
+//	        N = K × the service time of requests run while not busy, P = GOMAXPROCS
+//	        (the need, lifted alike while requests wait with room);
 //	        a queue standing (oldest wait > 10 ms at two Steps) serves the
 //	        newest first and expires waits after 100 ms instead of 500
 //	  S = R − A → tenants (an IPv6 /48 sending more than a fair share counts
@@ -119,6 +122,7 @@
 //	law.go         the control law, a pure step: capacity, episodes, aim
 //	episode.go     episode lengths → Retry-After
 //	runbound.go    the run queue's bound
+//	solo.go        the service time of a request that does not share the CPU
 //	tenants.go     tenant samples → heavy hitters, fair share → plan.go,
 //	               the order of sacrifice as a published plan
 //	forced.go      shed levels forced by a drill and an overload manager

@@ -7,6 +7,29 @@ import (
 	"github.com/levee-dev/levee/internal/smooth"
 )
 
+// needBound is the bound the capacity's need allows when the work is
+// mostly on the CPU (a need of at most twice the cores: step): twice the need
+// (lifted while requests wait with room), never below the cores. Twice,
+// not once: an open-loop server's requests in service fluctuate around
+// the need, and a bound at the need itself would hold the excess in the
+// run queue, where a wait longer than the run queue allows (500 ms by
+// default, 100 ms while a queue stands) is refused. Measured on one core,
+// 20 ms CPU-bound requests, naive clients (tools/loopback/lab, medians of
+// 3): a bound of one kept p50 at 2× overload at 2.9× the unloaded one but
+// served 94% at 0.9× (waits expired) and 0.84 of capacity at 2×; a bound
+// of two, 5.1×, 100% and 0.90; the bound learned from the running count
+// alone (about ten), 9.5×, 94% and 0.81.
+// 64 cores of 1 s CPU-bound requests need about 60 (bound 120). A need
+// far above the cores is work that waits on something else (a dependency,
+// the network), which sharing the CPU does not slow: the running count's
+// bound stands, and the waits stay where the signals see them (a
+// dependency's pool) rather than in the run queue, where none does
+// (measured with a pool of 8 at 50 ms on one core, need about 8: p99
+// 0.68 s with the need's bound against 0.40 s without, medians of 3).
+func (b *runBound) needBound(need float64) float64 {
+	return max(b.procs, runHeadroom*need*max(1, b.needMul))
+}
+
 // Run-queue tuning (see WithRunQueue).
 const (
 	runTau      = 2 * time.Second // smoothing of the healthy running count
@@ -14,16 +37,31 @@ const (
 	runGrow     = 1.25            // per period while requests wait and the signals have room
 	runRoom     = 0.8             // ... below this load
 	runBusy     = 0.5             // below this load (nothing shed or degraded) the queue is off
+	runNeedBack = 0.95            // per period, the need's lift (below) decays back towards 1, as the bound does
 )
 
 // runBound learns the run queue's bound: twice the number of requests
 // running at once while the server is busy but healthy, scaled to the
 // load at target, never below a floor; it grows while requests wait at a
 // full bound and the signals have room, up to the requests present.
+//
+// Once the capacity and the service time of a request running alone are
+// known (solo.go), and the work is mostly on the CPU, the bound is also
+// at most twice what the capacity needs running at once — capacity × solo
+// service time, Little's law — and never below the cores (needBound):
+// counting what runs at once while busy takes CPU sharing for need (on
+// one core, handlers of 20 ms run ten at once at 0.9 of capacity, each
+// taking ten times as long), and a bound of twice that keeps every
+// request ten times slower than it need be. The need only lowers the
+// bound; while requests wait and the signals have room it is lifted by
+// the same quarter a period as the bound grows, so a need read too low (a
+// dependency that slowed down) costs a few periods.
 type runBound struct {
-	mean  float64 // requests running at once while healthy, scaled to load 1
-	limit float64 // the learned bound; 0 = none yet
-	floor float64
+	mean    float64 // requests running at once while healthy, scaled to load 1
+	limit   float64 // the learned bound; 0 = none yet
+	floor   float64
+	procs   float64 // the cores (GOMAXPROCS): the need's bound is never below them
+	needMul float64 // the need's lift while requests wait with room; ≥ 1 (0 = 1)
 }
 
 // runIn is one period's input to the run-queue stage.
@@ -36,6 +74,10 @@ type runIn struct {
 	shedding bool
 	degraded bool
 	flood    bool
+	// need is the number of requests the capacity needs running at once
+	// (the capacity estimate × the solo service time), 0 while either is
+	// unknown.
+	need float64
 }
 
 // step returns the bound to publish: runOff while the server is not busy,
@@ -52,9 +94,21 @@ func (b *runBound) step(in runIn) int64 {
 			b.mean = smooth.Toward(b.mean, est, smooth.Alpha(in.period, runTau))
 		}
 	}
+	room := in.waiting > 0 && !in.shedding && in.load < runRoom
+	if room {
+		b.needMul = max(1, b.needMul) * runGrow
+	} else {
+		b.needMul = max(1, b.needMul*runNeedBack)
+	}
+	if in.need > 0 && b.limit > 0 {
+		// No lift past the point where the need no longer binds.
+		b.needMul = min(b.needMul, max(1, b.limit/(runHeadroom*in.need)))
+	} else {
+		b.needMul = 1 // nothing to lift: no need known, or no bound yet
+	}
 	if b.mean > 0 {
 		b.limit = max(b.limit, runHeadroom*b.mean, b.floor)
-		if in.waiting > 0 && float64(in.running) >= b.limit-1 && !in.shedding && in.load < runRoom {
+		if room && float64(in.running) >= b.limit-1 {
 			// Requests wait at a full bound while the signals have room:
 			// the bound, not the server, is short (a slower dependency
 			// needs more requests in flight, not fewer). It grows by a
@@ -71,6 +125,11 @@ func (b *runBound) step(in runIn) int64 {
 	switch {
 	case !(in.shedding || in.degraded || in.flood || in.load >= runBusy):
 		return runOff
+	case b.mean > 0 && in.need > 0 && in.need <= runHeadroom*b.procs:
+		// The need is an estimate near a whole number of requests (on
+		// CPU-bound work, the cores): rounded, not raised to the next one
+		// by its noise.
+		return int64(math.Ceil(min(b.limit, math.Round(b.needBound(in.need)))))
 	case b.mean > 0:
 		return int64(math.Ceil(b.limit))
 	default:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -576,4 +577,109 @@ func sumRejected(s Snapshot) (n uint64) {
 		}
 	}
 	return n
+}
+
+// TestRunBoundFromSoloTime: once the capacity and the service time of
+// requests that ran alone are known, and requests are long enough for Go
+// to time-slice them, the bound is what the capacity needs running at
+// once, not twice what ran at once while busy: on one core, CPU-bound
+// 20 ms handlers held twenty at a time would learn a bound of about 67
+// (each request then sharing the core with dozens). Requests of 2 ms run
+// to completion once scheduled, and keep the running count's bound.
+func TestRunBoundFromSoloTime(t *testing.T) {
+	for _, d := range []time.Duration{20 * time.Millisecond, 2 * time.Millisecond} {
+		sig := &constSignal{v: 0.4 * 0.8, target: 0.8}
+		c, clk := withFakeClock(WithSignals(sig))
+		c.run.procs = 1 // a one-core server, whatever runs the test
+		c.Step(c.timeAt(clk.now()))
+		// One request at a time for 40 s, busy 40% of the time, at load
+		// 0.4: the server is not busy (the run queue is off), and every
+		// measured ticket (one in 64) ran alone.
+		for i := 0; i < int(40*time.Second/(d*5/2)); i++ {
+			tk, err := c.Admit(context.Background())
+			if err == nil {
+				err = tk.Wait(context.Background())
+			}
+			if err != nil {
+				t.Fatalf("%v: request %d: %v", d, i, err)
+			}
+			clk.advance(d)
+			tk.Done(nil)
+			clk.advance(d * 3 / 2)
+		}
+		if got := c.solo.seconds(); math.Abs(got-d.Seconds()) > 0.025*d.Seconds() {
+			t.Fatalf("%v: solo service time %.4fs", d, got)
+		}
+		if c.law.capEst <= 0 {
+			t.Fatalf("%v: no capacity estimate learned", d)
+		}
+		// Now busy (load 0.6), twenty run at once for 10 s.
+		sig.v = 0.6 * 0.8
+		clk.advance(c.cfg.period)
+		c.Step(c.timeAt(clk.now()))
+		ts := holdTickets(t, c, 20)
+		for i := 0; i < 200; i++ {
+			clk.advance(c.cfg.period)
+			c.Step(c.timeAt(clk.now()))
+		}
+		need := c.law.capEst * c.solo.seconds()
+		t.Logf("%v: capacity %.1f/s, solo %.4fs, need %.2f, bound %v (the running count's: %.0f)", d, c.law.capEst, c.solo.seconds(), need, c.runBound(), c.run.limit)
+		if old := c.run.limit; old < 30 {
+			t.Errorf("%v: the running count's bound is %.0f; the case needs it well above the need's", d, old)
+		}
+		want := math.Ceil(c.run.limit)
+		if d > goSlice {
+			want = math.Round(max(1, 2*need))
+		}
+		if b := c.runBound(); b != want {
+			t.Errorf("%v: bound %v with capacity %.1f/s (need %.2f), want %v", d, b, c.law.capEst, need, want)
+		}
+		for i := range ts {
+			ts[i].Done(nil)
+		}
+	}
+}
+
+// TestSoloTime: the solo service time follows the median of its samples
+// 5% a sample, one sample cannot move it further, and it is not used
+// before soloSamples samples.
+func TestSoloTime(t *testing.T) {
+	var s soloTime
+	for i := 0; i < soloSamples-1; i++ {
+		s.observe(int64(10 * time.Millisecond))
+	}
+	if got := s.seconds(); got != 0 {
+		t.Fatalf("after %d samples: %v, want 0 (not yet used)", soloSamples-1, got)
+	}
+	s.observe(int64(10 * time.Millisecond))
+	if got := s.seconds(); math.Abs(got-0.010) > 1e-6 {
+		t.Fatalf("after %d samples of 10 ms: %v", soloSamples, got)
+	}
+	// One sample of an hour (a long-poll that was not excluded) moves it
+	// 5% at most.
+	s.observe(int64(time.Hour))
+	if got, most := s.seconds(), 0.010*soloUp; got > most+1e-9 {
+		t.Fatalf("after a 1 h sample: %v, want ≤ %v", got, most)
+	}
+	s.observe(-1)
+	s.observe(maxService + 1)
+	// A crowded minority does not pull it: one sample in four at 100 ms
+	// among 20 ms ones.
+	for i := 0; i < 400; i++ {
+		d := 20 * time.Millisecond
+		if i%4 == 0 {
+			d = 100 * time.Millisecond
+		}
+		s.observe(int64(d))
+	}
+	if got := s.seconds(); got < 0.020/soloUp || got > 0.020*soloUp*soloUp {
+		t.Fatalf("20 ms with one sample in four at 100 ms: %v", got)
+	}
+	// It follows a change: 5 ms samples bring it there.
+	for i := 0; i < 200; i++ {
+		s.observe(int64(5 * time.Millisecond))
+	}
+	if got := s.seconds(); math.Abs(got-0.005) > 0.005*(soloUp-1) {
+		t.Fatalf("after 200 samples of 5 ms: %v", got)
+	}
 }

@@ -155,6 +155,27 @@ func TestRunBoundGrowthStops(t *testing.T) {
 	}
 }
 
+// TestRunBoundNeedLiftBounded: requests waiting with room for minutes
+// while no need is known leave no lift behind, and the bound stops at its
+// maximum: the need, once known, binds at once.
+func TestRunBoundNeedLiftBounded(t *testing.T) {
+	b := runBound{mean: 10, limit: 20, floor: 4, procs: 1}
+	for range 10000 { // 500 s of periods ×1.25 would overflow a float
+		b.step(runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7})
+	}
+	if b.needMul != 1 {
+		t.Fatalf("lift %v after waiting with room and no need known, want 1", b.needMul)
+	}
+	// The bound itself does not grow beside free slots
+	// (TestRunBoundGrowthStops).
+	if b.limit > 20 || b.mean != b.mean {
+		t.Fatalf("after 500 s waiting beside free slots: limit %v, mean %v; want ≤ 20 and a number", b.limit, b.mean)
+	}
+	if got := b.step(runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}); got != 2 {
+		t.Errorf("bound %d once the need (0.9 on one core) is known, want 2", got)
+	}
+}
+
 func TestRunBoundStep(t *testing.T) {
 	tests := []struct {
 		name string
@@ -171,6 +192,15 @@ func TestRunBoundStep(t *testing.T) {
 		{"waiting with room: grows to the requests present at most", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, running: 20, waiting: 2, load: 0.7}, 22},
 		{"waiting with free slots (a hand-over in progress): holds", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, running: 7, waiting: 3, load: 0.7}, 20},
 		{"degraded below half the target: on", runBound{mean: 10, limit: 20, floor: 4}, runIn{period: testDt, load: 0.3, degraded: true}, 20},
+		// The capacity's need (capacity × solo service time) caps the
+		// bound at twice the need, never below the cores.
+		{"CPU-bound on one core: need 0.9 caps 20 at 2", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, 2},
+		{"CPU-bound on one core: need 0.4 still leaves the core", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.4}, 1},
+		{"CPU-bound on 64 cores: need 60 caps 200 at 120", runBound{mean: 100, limit: 200, floor: 128, procs: 64}, runIn{period: testDt, load: 1.5, shedding: true, need: 60}, 120},
+		{"waiting on a dependency: a need of 8 on one core does not cap", runBound{mean: 30, limit: 60, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 8}, 60},
+		{"the need never raises the bound", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 250}, 20},
+		{"waiting with room lifts the need a quarter", runBound{mean: 10, limit: 20, floor: 4, procs: 2}, runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7, need: 4}, 10},
+		{"nothing learned yet: the need alone does not bound", runBound{floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, runCount},
 	}
 	for _, tt := range tests {
 		if got := tt.b.step(tt.in); got != tt.want {
