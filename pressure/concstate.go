@@ -221,7 +221,7 @@ type concState struct {
 
 	service    float64       // no-wait service time B, seconds; 0 = not learned yet
 	throughput float64       // ended requests per second in the latest evidence
-	peak       float64       // the most requests in service the completions explained lately (notePeak)
+	peak       float64       // the most requests in service the completions explained lately, B·X (notePeak)
 	sinceEmpty time.Duration // since a sample found the handler empty
 	elasticity float64
 	latency    float64 // seconds, of the latest complete evidence
@@ -288,7 +288,7 @@ func (s *concState) step(w *window, cfg concConfig) {
 	// young how long a request takes at most without waiting, and
 	// allYoung that no request in flight has been in the handler longer.
 	done := f * s.service * X
-	s.notePeak(done, w)
+	s.notePeak(s.service*X, w)
 	young := tolerance(cfg) * f * s.service
 	allYoung := s.inflight-s.starts.within(seconds(young)) < 1
 	if s.waiting {
@@ -318,7 +318,7 @@ func (s *concState) step(w *window, cfg concConfig) {
 		// current completions speak again.
 		explained := done
 		if allYoung {
-			explained = math.Max(done, s.peak)
+			explained = math.Max(done, f*s.peak)
 		}
 		s.served = math.Min(s.inflight, math.Min(math.Max(s.starts.within(seconds(f*s.service)), done), cfg.ratio*explained))
 	}
@@ -354,8 +354,10 @@ func (s *concState) step(w *window, cfg concConfig) {
 }
 
 // notePeak keeps the most requests in service the completions explained
-// lately (done = f·B·X): a count, not a rate, so that a service that
-// slows does not inflate it. It is forgotten over minutes (peakForget),
+// lately (B·X; the CPU contention f is applied when it is used, so that a
+// CPU spike does not inflate it): a count, not a rate, so that a
+// dependency that slows does not inflate it either (its completions fall
+// as its service time rises). It is forgotten over minutes (peakForget),
 // never while another signal says the process is overloaded. A peak set
 // high (a burst of slow requests) only delays the early reading of a
 // flood until its requests outlast tol·f·B.
