@@ -53,15 +53,16 @@ const (
 // one core, handlers of 20 ms run ten at once at 0.9 of capacity, each
 // taking ten times as long), and a bound of twice that keeps every
 // request ten times slower than it need be. The need only lowers the
-// bound; while requests wait and the signals have room it is lifted by
-// the same quarter a period as the bound grows, so a need read too low (a
-// dependency that slowed down) costs a few periods.
+// bound; while requests wait at it and the signals have room it is lifted
+// by the same quarter a period as the bound grows, so a need read too low
+// (a dependency that slowed down) costs a few periods.
 type runBound struct {
 	mean    float64 // requests running at once while healthy, scaled to load 1
 	limit   float64 // the learned bound; 0 = none yet
 	floor   float64
 	procs   float64 // the cores (GOMAXPROCS): the need's bound is never below them
-	needMul float64 // the need's lift while requests wait with room; ≥ 1 (0 = 1)
+	needMul float64 // the need's lift while requests wait at a full bound with room; ≥ 1 (0 = 1)
+	last    int64   // the bound step published last (runOff or runCount too)
 }
 
 // runIn is one period's input to the run-queue stage.
@@ -94,8 +95,13 @@ func (b *runBound) step(in runIn) int64 {
 			b.mean = smooth.Toward(b.mean, est, smooth.Alpha(in.period, runTau))
 		}
 	}
+	// Requests wait at a full bound while the signals have room: the
+	// bound in force, not the server, is short. Waiters beside free slots
+	// (a hand-over in progress, a waiter that stays) say nothing of the
+	// bound, and lifting or growing it for them would run without end.
 	room := in.waiting > 0 && !in.shedding && in.load < runRoom
-	if room {
+	full := func(bound float64) bool { return float64(in.running) >= bound-1 }
+	if room && b.last > 0 && full(float64(b.last)) {
 		b.needMul = max(1, b.needMul) * runGrow
 	} else {
 		b.needMul = max(1, b.needMul*runNeedBack)
@@ -108,13 +114,11 @@ func (b *runBound) step(in runIn) int64 {
 	}
 	if b.mean > 0 {
 		b.limit = max(b.limit, runHeadroom*b.mean, b.floor)
-		if room && float64(in.running) >= b.limit-1 {
-			// Requests wait at a full bound while the signals have room:
-			// the bound, not the server, is short (a slower dependency
-			// needs more requests in flight, not fewer). It grows by a
-			// quarter, but never past the requests that want a slot:
-			// more would not run one more, and a wait that lasts (a
-			// waiter whose caller stalls) would grow it without end.
+		if room && full(b.limit) {
+			// The learned bound is short (a slower dependency needs more
+			// requests in flight, not fewer). It grows by a quarter, but
+			// never past the requests that want a slot: more would not
+			// run one more.
 			b.limit = max(b.limit, min(b.limit*runGrow, float64(in.running+in.waiting)))
 			b.mean = max(b.mean, b.limit/runHeadroom)
 		} else {
@@ -122,6 +126,12 @@ func (b *runBound) step(in runIn) int64 {
 			b.limit = max(runHeadroom*b.mean, b.floor, b.limit*0.95)
 		}
 	}
+	b.last = b.publish(in)
+	return b.last
+}
+
+// publish is the bound step returns.
+func (b *runBound) publish(in runIn) int64 {
 	switch {
 	case !(in.shedding || in.degraded || in.flood || in.load >= runBusy):
 		return runOff

@@ -156,8 +156,8 @@ func TestRunBoundGrowthStops(t *testing.T) {
 }
 
 // TestRunBoundNeedLiftBounded: requests waiting with room for minutes
-// while no need is known leave no lift behind, and the bound stops at its
-// maximum: the need, once known, binds at once.
+// while no need is known leave no lift behind, and the bound does not
+// grow beside free slots: the need, once known, binds at once.
 func TestRunBoundNeedLiftBounded(t *testing.T) {
 	b := runBound{mean: 10, limit: 20, floor: 4, procs: 1}
 	for range 10000 { // 500 s of periods ×1.25 would overflow a float
@@ -199,7 +199,8 @@ func TestRunBoundStep(t *testing.T) {
 		{"CPU-bound on 64 cores: need 60 caps 200 at 120", runBound{mean: 100, limit: 200, floor: 128, procs: 64}, runIn{period: testDt, load: 1.5, shedding: true, need: 60}, 120},
 		{"waiting on a dependency: a need of 8 on one core does not cap", runBound{mean: 30, limit: 60, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 8}, 60},
 		{"the need never raises the bound", runBound{mean: 10, limit: 20, floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 250}, 20},
-		{"waiting with room lifts the need a quarter", runBound{mean: 10, limit: 20, floor: 4, procs: 2}, runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7, need: 4}, 10},
+		{"waiting with room at the need's full bound lifts it a quarter", runBound{mean: 10, limit: 20, floor: 4, procs: 2, last: 8}, runIn{period: testDt, counting: true, running: 8, waiting: 3, load: 0.7, need: 4}, 10},
+		{"waiting with room beside free slots does not lift the need", runBound{mean: 10, limit: 20, floor: 4, procs: 2, last: 8}, runIn{period: testDt, counting: true, running: 2, waiting: 3, load: 0.7, need: 4}, 8},
 		{"nothing learned yet: the need alone does not bound", runBound{floor: 4, procs: 1}, runIn{period: testDt, load: 1.5, shedding: true, need: 0.9}, runCount},
 	}
 	for _, tt := range tests {
