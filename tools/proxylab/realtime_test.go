@@ -131,15 +131,16 @@ func TestProxyOverhead(t *testing.T) {
 			break
 		}
 		if try == overheadTries {
-			t.Log("\n" + overheadTable(rows, nginx))
+			med, _ := overheadMedians(rows)
+			t.Log("\n" + overheadTable(rows, med, nginx))
 			t.Fatalf("%s below saturation in each of %d runs: the CPU figures are not comparable", failed, try)
 		}
 		t.Logf("run %d: %s below saturation (the machine is not quiet, or the rate too high); measuring again", try, failed)
 	}
-	table := overheadTable(rows, nginx)
+	med, spread := overheadMedians(rows)
+	table := overheadTable(rows, med, nginx)
 	t.Log("\n" + table)
 	appendOut(t, fmt.Sprintf("### Overhead below saturation (%.0f/s, %v × %d rounds)\n\n%s\n", *rate, *overheadFor, *rounds, table))
-	med, spread := overheadMedians(rows)
 	// The criterion is 1.1× a bare ReverseProxy (the bare rounds' spread
 	// was 5% in bench/proxy.sh's 20 s rounds of 2026-12-02).
 	lb := float64(med[RoleLevee]) / float64(med[RoleBare])
@@ -185,9 +186,9 @@ func overheadMedians(rows []OverheadRow) (map[string]time.Duration, map[string]f
 	return med, spread
 }
 
-// overheadTable is the run as a markdown table, with the ratios.
-func overheadTable(rows []OverheadRow, nginx bool) string {
-	med, _ := overheadMedians(rows)
+// overheadTable is the run as a markdown table, with the ratios of the
+// medians med (overheadMedians).
+func overheadTable(rows []OverheadRow, med map[string]time.Duration, nginx bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| proxy | CPU per request (median of %d) | rounds | p50 | p99 | failed |\n|---|---:|---|---:|---:|---:|\n", *rounds)
 	for _, r := range rows {

@@ -19,8 +19,9 @@
 // SOAK_WORK (default 1ms) the CPU time of a request. At 1 ms the one-core
 // generator is the bottleneck (measured 2026-12-02: 7,585 attempts/s at
 // most, timers seconds late, a few dozen answers a second counted while
-// the backend, polled directly, gave ~1,200); SOAK_WORK=5ms keeps it within its means (1,601 attempts/s,
-// lag 0.07 s), so that what swings is the backend's.
+// the backend, polled directly, gave ~1,200); SOAK_WORK=5ms keeps it
+// within its means (1,601 attempts/s, lag 0.07 s), so that what swings is
+// the backend's.
 package soak
 
 import (
