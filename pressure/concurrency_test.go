@@ -422,8 +422,8 @@ func TestRestartAfterSilence(t *testing.T) {
 	}
 }
 
-// TestTrafficReturns: a handler whose requests take long (a 50 ms, 300 ms
-// or 1 s dependency with room for all) loses nine tenths of its traffic
+// TestTrafficReturns: a handler whose requests wait on a dependency with
+// room for all (1 ms, 50 ms, 300 ms or 1 s) loses nine tenths of its traffic
 // for a while — an upstream partial outage, or another gate (a goroutine
 // ceiling, a memory limit) refusing most requests — and then gets it all
 // back at once. The handler is never empty, so the restart rule does not
@@ -434,7 +434,7 @@ func TestRestartAfterSilence(t *testing.T) {
 // low, and the misreading fed itself for seconds), whatever the dip's
 // length.
 func TestTrafficReturns(t *testing.T) {
-	for _, dep := range []time.Duration{50 * time.Millisecond, 300 * time.Millisecond, time.Second} {
+	for _, dep := range []time.Duration{time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond, time.Second} {
 		for _, dip := range []time.Duration{2 * time.Second, 10 * time.Second, 60 * time.Second} {
 			s := newServer(7)
 			s.pool, s.cpu = 1000, 200*time.Microsecond
@@ -500,4 +500,42 @@ func TestPeakForgets(t *testing.T) {
 	if s.peak != 500 {
 		t.Errorf("peak %.1f after a reading of 500; want 500 at once", s.peak)
 	}
+}
+
+// TestFloodAfterPeakRaised: a caller who first sends a burst (here 10× the
+// normal traffic for a second) raises the peak the early flood reading
+// compares against. That may only delay the reading until the flood's
+// requests outlast 1.5 service times: a dependency that stops answering
+// five seconds later must still read overloaded within 300 ms, as it does
+// without the burst (TestDependencyStops).
+func TestFloodAfterPeakRaised(t *testing.T) {
+	s := newServer(8)
+	s.pool, s.cpu = 1000, 200*time.Microsecond
+	s.dep = func(t time.Duration) time.Duration {
+		if t >= 8*time.Second {
+			return time.Hour
+		}
+		return 5 * time.Millisecond
+	}
+	s.cpuOff = true
+	s.rate = func(t time.Duration) float64 {
+		if t >= 2*time.Second && t < 3*time.Second {
+			return 5000
+		}
+		return 500
+	}
+	s.run(8500 * time.Millisecond)
+	if f := s.tripped(time.Second, 8*time.Second); f > 0 {
+		t.Errorf("tripped in %.3f of the periods before the dependency stopped (a burst is no overload); want none", f)
+	}
+	for _, x := range s.trace {
+		if x.t >= 8*time.Second && x.value > 1 {
+			t.Logf("first read overloaded %v after the dependency stopped", x.t-8*time.Second)
+			if x.t > 8300*time.Millisecond {
+				t.Errorf("first read overloaded at %v; want within 300ms of the dependency stopping at 8s", x.t)
+			}
+			return
+		}
+	}
+	t.Errorf("never read overloaded while the dependency did not answer")
 }
