@@ -84,9 +84,16 @@ type Placement struct {
 }
 
 // Place returns the CPUs the harness pins its children to: the first
-// allowed CPU for the backend and the second for the generator. With a
-// single allowed CPU the generator is left unpinned.
-func Place() Placement {
+// CPU this process was allowed when it started for the backend and the
+// second for the generator. With a single allowed CPU the generator is
+// left unpinned. The CPUs are read once, at start: a process that pinned
+// itself to the generator's CPU (PinSelf) and then starts another backend
+// must not place it beside itself.
+func Place() Placement { return startPlace }
+
+var startPlace = place()
+
+func place() Placement {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return Placement{-1, -1}
@@ -266,7 +273,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.TraceCPU > 0 {
 		tctx, stop := context.WithCancel(ctx)
 		var traced <-chan struct{}
-		res.CPU, traced = traceCPU(tctx, be.cmd.Process.Pid, cfg.TraceCPU)
+		res.CPU, traced = TraceCPU(tctx, be.cmd.Process.Pid, cfg.TraceCPU)
 		defer func() { stop(); <-traced }()
 	}
 	lg, err := startChild(ctx, roleLoadgen, pl.Loadgen, 1, loadConfig{
