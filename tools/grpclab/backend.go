@@ -52,6 +52,9 @@ type backendConfig struct {
 	Protection string        `json:"protection"` // backend.None or backend.Levee
 	Work       time.Duration `json:"work"`
 	Limit      time.Duration `json:"limit"`
+	// ForceShed makes levee refuse every call (admit.Controller.ForceShed
+	// at level 4 for the backend's lifetime): what a refusal costs.
+	ForceShed bool `json:"force_shed,omitempty"`
 }
 
 // Ready is what the backend says once it serves.
@@ -113,11 +116,13 @@ type counters struct {
 	runs    []atomic.Int64
 	late    []atomic.Int64
 	mu      sync.Mutex
-	rej     []int64   // controller rejections per bucket (levee)
-	shed    []float64 // max shed level per bucket (levee)
-	bound   []float64 // max run-queue bound per bucket
-	waiting []float64 // max run-queue waiters per bucket
-	queue   []float64 // max queue delay ÷ target per bucket
+	rej     []int64              // controller rejections per bucket (levee)
+	shed    []float64            // max shed level per bucket (levee)
+	bound   []float64            // max run-queue bound per bucket
+	waiting []float64            // max run-queue waiters per bucket
+	load    []float64            // max load per bucket
+	capRPS  []float64            // the controller's capacity estimate, last per bucket
+	sigs    map[string][]float64 // max value ÷ target per signal and bucket
 }
 
 const res = 100 * time.Millisecond
@@ -125,13 +130,14 @@ const res = 100 * time.Millisecond
 func newCounters(start time.Time, horizon time.Duration) *counters {
 	n := int(horizon/res) + 1
 	return &counters{start: start, runs: make([]atomic.Int64, n), late: make([]atomic.Int64, n),
-		rej: make([]int64, n), shed: make([]float64, n), bound: make([]float64, n), waiting: make([]float64, n), queue: make([]float64, n)}
+		rej: make([]int64, n), shed: make([]float64, n), bound: make([]float64, n), waiting: make([]float64, n),
+		load: make([]float64, n), capRPS: make([]float64, n), sigs: map[string][]float64{}}
 }
 
 func (c *counters) at(t time.Time) int { return min(max(int(t.Sub(c.start)/res), 0), len(c.runs)-1) }
 
 // watch samples the controller every 20 ms into the buckets.
-func (c *counters) watch(ctx context.Context, ctl *admit.Controller, queue func() float64) {
+func (c *counters) watch(ctx context.Context, ctl *admit.Controller) {
 	tk := time.NewTicker(20 * time.Millisecond)
 	defer tk.Stop()
 	var last uint64
@@ -153,7 +159,18 @@ func (c *counters) watch(ctx context.Context, ctl *admit.Controller, queue func(
 			c.shed[i] = max(c.shed[i], finite(s.ShedLevel))
 			c.bound[i] = max(c.bound[i], float64(s.RunBound))
 			c.waiting[i] = max(c.waiting[i], float64(s.Waiting))
-			c.queue[i] = max(c.queue[i], finite(queue()))
+			c.load[i] = max(c.load[i], finite(s.Load))
+			c.capRPS[i] = finite(s.CapacityRPS)
+			for _, sig := range s.Signals {
+				v := c.sigs[sig.Name]
+				if v == nil {
+					v = make([]float64, len(c.runs))
+					c.sigs[sig.Name] = v
+				}
+				if sig.Target > 0 {
+					v[i] = max(v[i], finite(sig.Value/sig.Target))
+				}
+			}
 			c.mu.Unlock()
 			last = rej
 		}
@@ -180,7 +197,12 @@ func (c *counters) report(protection string, w backend.Work, ctl *admit.Controll
 		r.ShedLevel = append([]float64(nil), c.shed[:n]...)
 		r.RunBound = append([]float64(nil), c.bound[:n]...)
 		r.RunWaiting = append([]float64(nil), c.waiting[:n]...)
-		r.Signals = map[string][]float64{"queue_delay": append([]float64(nil), c.queue[:n]...)}
+		r.Load = append([]float64(nil), c.load[:n]...)
+		r.CapacityRPS = append([]float64(nil), c.capRPS[:n]...)
+		r.Signals = map[string][]float64{}
+		for name, v := range c.sigs {
+			r.Signals[name] = append([]float64(nil), v[:n]...)
+		}
 		snap := ctl.Snapshot()
 		for _, a := range snap.Admitted {
 			r.Admitted += a
@@ -254,8 +276,10 @@ func runBackend() int {
 		defer p.Close()
 		opts = p.ServerOptions()
 		ctl = p.Controller()
-		q := p.HTTP().Signals().Queue
-		go c.watch(ctx, ctl, func() float64 { return q.Value() / q.Target() })
+		if cfg.ForceShed {
+			ctl.ForceShed(4, time.Now().Add(cfg.Limit))
+		}
+		go c.watch(ctx, ctl)
 	default:
 		send("error", "unknown protection "+cfg.Protection)
 		return 2

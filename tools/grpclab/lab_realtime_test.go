@@ -5,6 +5,7 @@ package grpclab
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -172,5 +173,47 @@ func TestGRPCLab(t *testing.T) {
 	}
 	if late > 0 {
 		t.Errorf("levee gRPC wasted %.1f%% of its handler runs, want 0", 100*late)
+	}
+}
+
+// TestRejectionCost states the server CPU one gRPC refusal costs — levee
+// forced to refuse every call at the tap — beside the CPU of a call that
+// does 1 µs of work on the bare gRPC server, in the same run, as the HTTP
+// lab's TestRejectionCost does for net/http. With the lab's attempts per
+// call it bounds the goodput any admission control can reach on the lab's
+// shape (bench/README.md).
+//
+//	go test -tags realtime -run TestRejectionCost -count=1 -v ./tools/grpclab/
+func TestRejectionCost(t *testing.T) {
+	ctx := context.Background()
+	rate, rounds := 1500.0, 3
+	if v, err := strconv.ParseFloat(os.Getenv("GRPCLAB_COST_RATE"), 64); err == nil && v > 0 {
+		rate = v
+	}
+	var rej, served loopback.Cost
+	var err error
+	for range rounds { // alternated, so that a neighbour's noise hits both
+		r, e1 := AnswerCost(ctx, backend.Levee, true, rate, 1)
+		s, e2 := AnswerCost(ctx, backend.None, false, rate, 1)
+		if e1 == nil && (rej.Micros == 0 || r.Micros < rej.Micros) {
+			rej = r
+		}
+		if e2 == nil && (served.Micros == 0 || s.Micros < served.Micros) {
+			served = s
+		}
+		err = errors.Join(err, e1, e2)
+	}
+	if rej.Micros == 0 || served.Micros == 0 {
+		t.Fatalf("no usable measurement: %v", err)
+	}
+	t.Logf("levee gRPC, forced to refuse every call: %.1f µs of server CPU per answer (%.0f answered in %v, %.0f refused; idle CPU %.1f%%)",
+		rej.Micros, rej.Answered, loopback.CostPhase, rej.Rejected, 100*rej.IdleShare)
+	t.Logf("bare gRPC, 1 µs of work: %.1f µs per answer (%.0f answered); a refusal costs %.2f× a bare answer",
+		served.Micros, served.Answered, rej.Micros/served.Micros)
+	if rej.Rejected < 0.9*rej.Answered {
+		t.Errorf("only %.0f of %.0f answers were refusals: the figure is not a refusal's", rej.Rejected, rej.Answered)
+	}
+	if served.Rejected != 0 {
+		t.Errorf("the bare server refused %.0f calls", served.Rejected)
 	}
 }

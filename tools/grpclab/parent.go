@@ -39,6 +39,10 @@ type Backend struct {
 // backend.Levee) and work of CPU per call; it exits after limit at the
 // latest, and with this process.
 func StartBackend(ctx context.Context, protection string, work, limit time.Duration) (*Backend, error) {
+	return startBackend(ctx, backendConfig{Protection: protection, Work: work, Limit: limit})
+}
+
+func startBackend(ctx context.Context, cfg backendConfig) (*Backend, error) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"=backend", "GOMAXPROCS=1")
 	if cpu := loopback.Place().Backend; cpu >= 0 {
@@ -58,8 +62,8 @@ func StartBackend(ctx context.Context, protection string, work, limit time.Durat
 		return nil, err
 	}
 	b := &Backend{cmd: cmd, in: in, out: bufio.NewReader(outPipe)}
-	cfg, _ := json.Marshal(backendConfig{Protection: protection, Work: work, Limit: limit})
-	if _, err := in.Write(append(cfg, '\n')); err != nil {
+	b0, _ := json.Marshal(cfg)
+	if _, err := in.Write(append(b0, '\n')); err != nil {
 		b.kill()
 		return nil, err
 	}

@@ -23,9 +23,9 @@ type CPUTrace struct {
 	samples []CPUSample
 }
 
-// traceCPU reads pid's CPU time every period until ctx is done or the
+// TraceCPU reads pid's CPU time every period until ctx is done or the
 // process is gone; the trace is complete once done is closed.
-func traceCPU(ctx context.Context, pid int, period time.Duration) (t *CPUTrace, done <-chan struct{}) {
+func TraceCPU(ctx context.Context, pid int, period time.Duration) (t *CPUTrace, done <-chan struct{}) {
 	t = &CPUTrace{}
 	ch := make(chan struct{})
 	go func() {

@@ -42,7 +42,7 @@ func TestCPUTraceAt(t *testing.T) {
 // trace grows and stops when asked.
 func TestTraceCPU(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	tr, done := traceCPU(ctx, os.Getpid(), 10*time.Millisecond)
+	tr, done := TraceCPU(ctx, os.Getpid(), 10*time.Millisecond)
 	end := time.Now().Add(100 * time.Millisecond)
 	for time.Now().Before(end) {
 	}
@@ -57,7 +57,7 @@ func TestTraceCPU(t *testing.T) {
 			t.Fatalf("samples not increasing: %+v then %+v", s[i-1], s[i])
 		}
 	}
-	if _, done := traceCPU(context.Background(), -1, time.Millisecond); !closedWithin(done, time.Second) {
+	if _, done := TraceCPU(context.Background(), -1, time.Millisecond); !closedWithin(done, time.Second) {
 		t.Error("a trace of a missing process did not end")
 	}
 }

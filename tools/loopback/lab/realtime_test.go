@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
+	"github.com/levee-dev/levee/tools/loopback"
 )
 
 func options(t *testing.T) Options {
@@ -101,7 +102,7 @@ func TestRejectionCost(t *testing.T) {
 		t.Fatalf("no usable measurement: %v", err)
 	}
 	t.Logf("levee, forced to refuse everything: %.1f µs of server CPU per answer (%.0f answered in %v, %.0f rejected; idle CPU %.1f%%)",
-		rej.Micros, rej.Answered, costPhase, rej.Rejected, 100*rej.IdleShare)
+		rej.Micros, rej.Answered, loopback.CostPhase, rej.Rejected, 100*rej.IdleShare)
 	t.Logf("unprotected, 1 µs of work: %.1f µs per answer (%.0f answered); a rejection costs %.2f× a bare answer",
 		served.Micros, served.Answered, rej.Micros/served.Micros)
 	if rej.Rejected < 0.9*rej.Answered {

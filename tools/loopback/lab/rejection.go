@@ -6,34 +6,11 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee/tools/backend"
-	"github.com/levee-dev/levee/tools/load"
 	"github.com/levee-dev/levee/tools/loopback"
 )
 
-// The phases of a rejection-cost measurement: no load for costIdle (the
-// backend's own loops, subtracted), a warm-up, then costPhase at the rate
-// asked for, then a short tail so that the CPU trace covers the phase's
-// end.
-const (
-	costIdle  = time.Second
-	costWarm  = 500 * time.Millisecond
-	costPhase = 2 * time.Second
-	costTail  = 300 * time.Millisecond
-)
-
 // Cost is one measurement of the server CPU per answer.
-type Cost struct {
-	// Micros is the backend's CPU over the phase, less its idle CPU, per
-	// answer, microseconds.
-	Micros float64 `json:"us_per_answer"`
-	// Answered and Rejected count the backend's answers in the phase and
-	// the rejections among them; CPU is its CPU time over the phase,
-	// IdleShare its CPU ÷ wall time with no load.
-	Answered  float64 `json:"answered"`
-	Rejected  float64 `json:"rejected"`
-	CPU       float64 `json:"cpu_s"`
-	IdleShare float64 `json:"idle_share"`
-}
+type Cost = loopback.Cost
 
 // AnswerCost measures the backend CPU one answer costs: a backend with
 // the given protection and options, doing 1 µs of work per request, is
@@ -69,48 +46,11 @@ func answerCost(ctx context.Context, protection string, o backend.LeveeOptions, 
 	res, err := loopback.Run(ctx, loopback.Config{
 		Name: protection + " cost", Protection: protection, Client: loopback.Naive,
 		Work: time.Microsecond, Timeout: time.Second, Retries: 0,
-		Phases: []load.Phase{
-			{Name: "idle", Rate: 0, Duration: costIdle},
-			{Name: "warm", Rate: rate, Duration: costWarm},
-			{Name: "measured", Rate: rate, Duration: costPhase},
-			{Name: "tail", Rate: 0, Duration: costTail},
-		},
-		Drain: time.Second, Levee: o, TraceCPU: 50 * time.Millisecond,
+		Phases: loopback.CostPhases(rate),
+		Drain:  time.Second, Levee: o, TraceCPU: 50 * time.Millisecond,
 	})
 	if err != nil {
 		return Cost{}, err
 	}
-	st := res.Load.Start
-	idle, ok1 := res.CPU.Used(st.Add(100*time.Millisecond), st.Add(costIdle))
-	ph := res.Load.Phases[2]
-	from, to := st.Add(ph.Offset), st.Add(ph.Offset+ph.Duration)
-	busy, ok2 := res.CPU.Used(from, to)
-	s := res.Server.Series
-	c := Cost{
-		Rejected:  serverSum(s, s.Rejected, from, to),
-		CPU:       busy,
-		IdleShare: idle / (costIdle - 100*time.Millisecond).Seconds(),
-	}
-	c.Answered = c.Rejected + serverSum(s, s.OK, from, to) + serverSum(s, s.Other, from, to)
-	if !ok1 || !ok2 {
-		return c, fmt.Errorf("lab: the CPU trace does not cover the phase")
-	}
-	if c.Answered < 0.5*rate*costPhase.Seconds() {
-		return c, fmt.Errorf("lab: the backend answered %.0f of %.0f requests", c.Answered, rate*costPhase.Seconds())
-	}
-	c.Micros = 1e6 * (busy - c.IdleShare*costPhase.Seconds()) / c.Answered
-	return c, nil
-}
-
-// serverSum sums a backend series (buckets by completion time from
-// s.Start) over [from, to).
-func serverSum(s backend.Series, xs []int64, from, to time.Time) float64 {
-	if s.Resolution <= 0 {
-		return 0
-	}
-	var n int64
-	for k := max(int(from.Sub(s.Start)/s.Resolution), 0); k < int(to.Sub(s.Start)/s.Resolution) && k < len(xs); k++ {
-		n += xs[k]
-	}
-	return float64(n)
+	return loopback.CostOf(res.Load, res.CPU, res.Server.Series, rate)
 }
