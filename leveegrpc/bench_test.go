@@ -247,3 +247,56 @@ func BenchmarkAcceptPath(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRejection measures what levee's own code costs a refusal: the
+// tap refusing a call (a controller forced to shed everything), and the
+// rejection's status built afresh against answered from the cache.
+//
+//	go test -run '^$' -bench Rejection -benchmem ./leveegrpc
+func BenchmarkRejection(b *testing.B) {
+	b.Run("tap-refusal", func(b *testing.B) {
+		ctl := admit.New()
+		runCtx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go ctl.Run(runCtx) // the coarse clock, as in production
+		ctl.ForceShed(4, time.Now().Add(time.Hour))
+		s := NewServer(ctl)
+		md := metadata.Pairs(":authority", "x", "content-type", "application/grpc")
+		base := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 4}})
+		base = metadata.NewIncomingContext(base, md)
+		tinfo := &tap.Info{FullMethodName: echoMethod, Header: md}
+		for i := 0; ; i++ { // until the forced level is in the plan
+			ctx, cancel := context.WithCancel(base)
+			_, err := s.InHandle(ctx, tinfo)
+			cancel()
+			if err != nil {
+				break
+			}
+			if i == 1000 {
+				b.Fatal("the forced shed never took effect")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			ctx, cancel := context.WithCancel(base) // the stream's context
+			if _, err := s.InHandle(ctx, tinfo); err == nil {
+				b.Fatal("admitted under a forced shed")
+			}
+			cancel()
+		}
+	})
+	rej := &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: 1100 * time.Millisecond}
+	b.Run("status-built", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = build(rej).err
+		}
+	})
+	b.Run("status-cached", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = rejectErr(rej)
+		}
+	})
+}

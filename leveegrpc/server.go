@@ -496,7 +496,7 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 	in, err := s.rules.Derive(r, now, now)
 	if err != nil {
 		s.c.CountRejected(in.Call.Criticality, levee.Deadline)
-		return nil, Status(asRejected(err)).Err()
+		return nil, rejectErr(asRejected(err))
 	}
 	done := ctx.Done() // the stream's: it closes when the stream ends
 	ctx = levee.WithCall(ctx, in.Call)
@@ -509,12 +509,12 @@ func (s *Server) InHandle(ctx context.Context, info *tap.Info) (context.Context,
 		return a, nil
 	}
 	if rej := s.enterGate(in.Call.Criticality); rej != nil {
-		return nil, Status(s.advise(rej)).Err()
+		return nil, rejectErr(s.advise(rej))
 	}
 	t, err := s.c.Admit(a)
 	if err != nil {
 		s.exitGate()
-		return nil, Status(s.advise(levee.AsRejected(err))).Err()
+		return nil, rejectErr(s.advise(levee.AsRejected(err)))
 	}
 	s.inflight.Add(1)
 	a.t = &ticket{s: s, t: t, done: done}
@@ -580,7 +580,7 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 	}
 	ctx, release, derr := s.derive(ctx)
 	if derr != nil {
-		return nil, Status(asRejected(derr)).Err()
+		return nil, rejectErr(asRejected(derr))
 	}
 	if release != nil {
 		defer release()
@@ -647,7 +647,7 @@ func (s *Server) StreamServerInterceptor(srv any, ss grpc.ServerStream, info *gr
 	}
 	ctx, release, derr := s.derive(ctx)
 	if derr != nil {
-		return Status(asRejected(derr)).Err()
+		return rejectErr(asRejected(derr))
 	}
 	if release != nil {
 		defer release()
@@ -755,7 +755,7 @@ func (s *Server) refuse(ctx context.Context, err error, ss grpc.ServerStream) er
 			_ = grpc.SetTrailer(ctx, md)
 		}
 	}
-	return Status(rej).Err()
+	return rejectErr(rej)
 }
 
 // startingStream releases its stream's ticket, and with it the run slot,
@@ -803,7 +803,7 @@ func (s *Server) finish(ctx context.Context, err error, ss grpc.ServerStream) er
 		if rej := levee.AsRejected(err); rej != nil {
 			up := s.advise(upward(rej))
 			md = Pushback(up)
-			err = Status(up).Err()
+			err = rejectErr(up)
 		}
 	}
 	if s.load && s.c != nil {

@@ -1,6 +1,9 @@
 package leveegrpc
 
 import (
+	"sync/atomic"
+	"time"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -46,7 +49,10 @@ func Code(r levee.Reason) codes.Code {
 // when the client may retry after a delay, a google.rpc.RetryInfo with that
 // delay. A Throttled rejection is sent as "overloaded; no-retry" (the caller
 // of a throttled client must not retry either). A nil rej gives an
-// Unavailable status without details.
+// Unavailable status without details. The delay is rounded up to a whole
+// millisecond, the unit of the wire's retry-after-ms, so that the statuses
+// of a flood's refusals are built once and shared (they are immutable;
+// delays up to about 2 s).
 //
 // Status is what the tap returns, since a tap cannot send trailers;
 // interceptors send the same status plus the grpc-retry-pushback-ms trailer
@@ -55,6 +61,60 @@ func Status(rej *levee.RejectedError) *status.Status {
 	if rej == nil {
 		return status.New(codes.Unavailable, "leveegrpc: rejected")
 	}
+	return answer(rej).st
+}
+
+// rejection is a rejection's status and its error, built once (answer).
+type rejection struct {
+	st  *status.Status
+	err error
+}
+
+// cachedDelayMs is the longest delay, in whole milliseconds, whose
+// rejections answer caches: levee's default delay is 1 s, spread by
+// ±25 % (internal/inbound).
+const cachedDelayMs = 2047
+
+// rejections caches the statuses of the rejections a server sends again
+// and again: one per original reason (Overloaded … Throttled), no-retry
+// flag and whole millisecond of delay, built at first use. A status is
+// immutable, so one serves every call; building one costs about thirty
+// allocations and a few microseconds (BenchmarkRejection), which a server
+// refusing a flood would pay once per refusal.
+var rejections atomic.Pointer[[levee.Throttled][2][cachedDelayMs + 1]atomic.Pointer[rejection]]
+
+// answer returns rej's status and error, rej's delay rounded up to a whole
+// millisecond (the unit of the wire's retry-after-ms): from the cache when
+// the delay is at most cachedDelayMs, built otherwise. rej must not be nil.
+func answer(rej *levee.RejectedError) *rejection {
+	ms := int64(0)
+	if rej.RetryAfter > 0 {
+		ms = int64((rej.RetryAfter + time.Millisecond - 1) / time.Millisecond)
+	}
+	r := levee.RejectedError{Reason: rej.Reason, NoRetry: rej.NoRetry, RetryAfter: time.Duration(ms) * time.Millisecond}
+	if r.Reason < levee.Overloaded || r.Reason > levee.Throttled || ms > cachedDelayMs {
+		return build(&r)
+	}
+	table := rejections.Load()
+	if table == nil {
+		rejections.CompareAndSwap(nil, new([levee.Throttled][2][cachedDelayMs + 1]atomic.Pointer[rejection]))
+		table = rejections.Load()
+	}
+	nr := 0
+	if r.NoRetry {
+		nr = 1
+	}
+	slot := &table[r.Reason-1][nr][ms]
+	if a := slot.Load(); a != nil {
+		return a
+	}
+	a := build(&r)
+	slot.Store(a) // a race stores an equal status: either serves
+	return a
+}
+
+// build builds rej's status and error (see Status).
+func build(rej *levee.RejectedError) *rejection {
 	reason, noRetry := inbound.Wire(rej)
 	st := status.New(Code(reason), rej.Error())
 	info := &errdetails.ErrorInfo{
@@ -72,9 +132,18 @@ func Status(rej *levee.RejectedError) *status.Status {
 		st, err = st.WithDetails(info)
 	}
 	if err != nil { // unreachable: the code is never OK and the details marshal
-		return status.New(Code(reason), rej.Error())
+		st = status.New(Code(reason), rej.Error())
 	}
-	return st
+	return &rejection{st: st, err: st.Err()}
+}
+
+// rejectErr is Status(rej).Err(), without building either again for a
+// rejection answered before.
+func rejectErr(rej *levee.RejectedError) error {
+	if rej == nil {
+		return Status(nil).Err()
+	}
+	return answer(rej).err
 }
 
 var upperReason = [...]string{

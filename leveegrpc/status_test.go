@@ -154,3 +154,52 @@ func canceledCtx() context.Context {
 	cancel()
 	return ctx
 }
+
+// TestStatusShared: the statuses of rejections that differ only below a
+// millisecond of delay are one shared value, read back as the same
+// rejection; a delay beyond the cache and an unknown reason are built
+// afresh with the same content; concurrent first uses agree.
+func TestStatusShared(t *testing.T) {
+	a := Status(rej(levee.Overloaded, 37200*time.Microsecond, false))
+	b := Status(rej(levee.Overloaded, 37900*time.Microsecond, false))
+	if a != b {
+		t.Errorf("37.2 ms and 37.9 ms built two statuses, want one shared")
+	}
+	if got := Rejection(status.FromProto(a.Proto()).Err(), nil); !sameRej(got, rej(levee.Overloaded, 38*time.Millisecond, false)) {
+		t.Errorf("37.2 ms reads back as %s, want 38ms", fmtRej(got))
+	}
+	if want := "levee: rejected: overloaded; retry after 38ms"; a.Message() != want {
+		t.Errorf("message %q, want %q", a.Message(), want)
+	}
+	if c := Status(rej(levee.Overloaded, 37*time.Millisecond, false)); c == a {
+		t.Errorf("37 ms and 38 ms share a status")
+	}
+	if c := Status(rej(levee.Overloaded, 37*time.Millisecond, true)); c == Status(rej(levee.Overloaded, 37*time.Millisecond, false)) {
+		t.Errorf("no-retry shares a status with retry")
+	}
+	long := rej(levee.Quota, time.Hour, false)
+	if x, y := Status(long), Status(long); x == y || x.Message() != y.Message() || Rejection(x.Err(), nil).RetryAfter != time.Hour {
+		t.Errorf("an hour's delay: shared %v, messages %q %q, read back %s", x == y, x.Message(), y.Message(), fmtRej(Rejection(x.Err(), nil)))
+	}
+	if st := Status(rej(levee.Reason(99), 0, false)); st.Code() != codes.Unavailable || Rejection(st.Err(), nil) == nil {
+		t.Errorf("unknown reason: %v, read back %v", st, Rejection(st.Err(), nil))
+	}
+	if rejectErr(nil) == nil || Status(nil).Code() != codes.Unavailable {
+		t.Errorf("nil rejection: %v", rejectErr(nil))
+	}
+	// Concurrent first uses of one slot: every caller gets an equal status.
+	r := rej(levee.Quota, 1234*time.Millisecond, false)
+	want := build(&levee.RejectedError{Reason: levee.Quota, RetryAfter: 1234 * time.Millisecond}).st.Message()
+	errs := make(chan string, 8)
+	for range 8 {
+		go func() {
+			st, _ := status.FromError(rejectErr(r))
+			errs <- st.Message()
+		}()
+	}
+	for range 8 {
+		if got := <-errs; got != want {
+			t.Errorf("concurrent use: %q, want %q", got, want)
+		}
+	}
+}
