@@ -83,7 +83,10 @@ func TestLoadPlanCapacity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			closed := load.Closed(ctx, 8, 500*time.Millisecond, 3*time.Second, h.Once())
+			// A neighbour's noise only lowers a closed-loop measurement:
+			// the better of two.
+			closed := max(load.Closed(ctx, 8, 500*time.Millisecond, 3*time.Second, h.Once()),
+				load.Closed(ctx, 8, 500*time.Millisecond, 3*time.Second, h.Once()))
 			h.CloseIdleConnections()
 			t.Logf("%s #%d: backend GOMAXPROCS=%d %s, %d iterations per request; closed-loop capacity %.0f req/s",
 				prot, i+1, b.GOMAXPROCS, b.Pinned, b.Work.Iterations, closed)
