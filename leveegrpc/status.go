@@ -77,34 +77,37 @@ const cachedDelayMs = 2047
 
 // rejections caches the statuses of the rejections a server sends again
 // and again: one per original reason (Overloaded … Throttled), no-retry
-// flag and whole millisecond of delay, built at first use. A status is
+// flag and whole millisecond of delay, built at first use; a row of
+// delays is allocated when its reason and flag are first sent. A status is
 // immutable, so one serves every call; building one costs about thirty
 // allocations and a few microseconds (BenchmarkRejection), which a server
 // refusing a flood would pay once per refusal.
-var rejections atomic.Pointer[[levee.Throttled][2][cachedDelayMs + 1]atomic.Pointer[rejection]]
+var rejections [levee.Throttled][2]atomic.Pointer[[cachedDelayMs + 1]atomic.Pointer[rejection]]
 
 // answer returns rej's status and error, rej's delay rounded up to a whole
-// millisecond (the unit of the wire's retry-after-ms): from the cache when
-// the delay is at most cachedDelayMs, built otherwise. rej must not be nil.
+// millisecond (the unit of the wire's retry-after-ms; a no-retry rejection
+// carries none): from the cache when the delay is at most cachedDelayMs,
+// built otherwise. rej must not be nil.
 func answer(rej *levee.RejectedError) *rejection {
 	ms := int64(0)
-	if rej.RetryAfter > 0 {
+	if rej.RetryAfter > 0 && !rej.NoRetry {
 		ms = int64((rej.RetryAfter + time.Millisecond - 1) / time.Millisecond)
 	}
 	r := levee.RejectedError{Reason: rej.Reason, NoRetry: rej.NoRetry, RetryAfter: time.Duration(ms) * time.Millisecond}
 	if r.Reason < levee.Overloaded || r.Reason > levee.Throttled || ms > cachedDelayMs {
 		return build(&r)
 	}
-	table := rejections.Load()
-	if table == nil {
-		rejections.CompareAndSwap(nil, new([levee.Throttled][2][cachedDelayMs + 1]atomic.Pointer[rejection]))
-		table = rejections.Load()
-	}
 	nr := 0
 	if r.NoRetry {
 		nr = 1
 	}
-	slot := &table[r.Reason-1][nr][ms]
+	row := &rejections[r.Reason-1][nr]
+	delays := row.Load()
+	if delays == nil {
+		row.CompareAndSwap(nil, new([cachedDelayMs + 1]atomic.Pointer[rejection]))
+		delays = row.Load()
+	}
+	slot := &delays[ms]
 	if a := slot.Load(); a != nil {
 		return a
 	}

@@ -177,6 +177,9 @@ func TestStatusShared(t *testing.T) {
 	if c := Status(rej(levee.Overloaded, 37*time.Millisecond, true)); c == Status(rej(levee.Overloaded, 37*time.Millisecond, false)) {
 		t.Errorf("no-retry shares a status with retry")
 	}
+	if x, y := Status(rej(levee.Overloaded, 5*time.Second, true)), Status(rej(levee.Overloaded, 0, true)); x != y {
+		t.Errorf("a no-retry rejection's delay, which it does not carry, made a status of its own")
+	}
 	long := rej(levee.Quota, time.Hour, false)
 	if x, y := Status(long), Status(long); x == y || x.Message() != y.Message() || Rejection(x.Err(), nil).RetryAfter != time.Hour {
 		t.Errorf("an hour's delay: shared %v, messages %q %q, read back %s", x == y, x.Message(), y.Message(), fmtRej(Rejection(x.Err(), nil)))
