@@ -187,6 +187,9 @@ type stepResult struct {
 	// cpu readings before and after the step, when a source gave them.
 	before, after *CPUReading
 	stopped       bool
+	// served is the successes that completed while the step lasted, per
+	// second of it (0: not measured).
+	served float64
 }
 
 func (c *PlanConfig) defaults() error {
@@ -479,6 +482,13 @@ func (p *planner) step(ctx context.Context, stage string, rate float64) (*PlanSt
 		P99S:       ph.Latency.P99,
 		ErrorRate:  report.Share(ph.OfferedRPS-ph.GoodputRPS, ph.OfferedRPS),
 	}
+	if r.served > 0 {
+		// A step's requests that succeed late, from the queue the step
+		// built, were not served at the step's rate: a 3 s step at 1.15×
+		// capacity queues 0.45 s of work, which a 1 s timeout lets
+		// finish, and would read as goodput above the capacity.
+		s.GoodputRPS = report.Round(min(s.GoodputRPS, r.served))
+	}
 	s.MeetsSLO = s.ErrorRate <= p.cfg.SLO.ErrorRate && s.P99S <= p.cfg.SLO.P99.Seconds()
 	s.Saturated = s.GoodputRPS < 0.9*s.OfferedRPS
 	if r.before != nil && r.after != nil {
@@ -531,7 +541,24 @@ func (l *livePlan) measure(ctx context.Context, name string, rate float64) (step
 	if len(res.Phases) > 0 {
 		r.attempted = res.Phases[0].Attempted
 	}
+	r.served = servedWithin(res, l.cfg.Step)
 	return r, nil
+}
+
+// servedWithin returns the successes of res that completed in its first d,
+// per second of d (0 when res has no series).
+func servedWithin(res *Result, d time.Duration) float64 {
+	if res.Resolution <= 0 || d <= 0 {
+		return 0
+	}
+	var n int64
+	for i, b := range res.Series {
+		if time.Duration(i+1)*res.Resolution > d {
+			break
+		}
+		n += b.Served
+	}
+	return float64(n) / d.Seconds()
 }
 
 // settle waits until single requests, a few a second, are answered within

@@ -257,3 +257,22 @@ func TestStatusCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestServedWithin: a step's goodput counts what completed while it lasted,
+// not the queue it left behind.
+func TestServedWithin(t *testing.T) {
+	res := &Result{Resolution: 100 * time.Millisecond}
+	for i := 0; i < 40; i++ { // 4 s of buckets: 50 served in each of the first 30, 80 in the last 10 (the queue draining)
+		n := int64(50)
+		if i >= 30 {
+			n = 80
+		}
+		res.Series = append(res.Series, Bucket{Served: n})
+	}
+	if got := servedWithin(res, 3*time.Second); got != 500 {
+		t.Errorf("served within 3 s = %v/s, want 500", got)
+	}
+	if got := servedWithin(&Result{}, 3*time.Second); got != 0 {
+		t.Errorf("no series: %v, want 0", got)
+	}
+}
