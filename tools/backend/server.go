@@ -189,16 +189,7 @@ func (s *Server) track(ctx context.Context) {
 			s.capRPS[i] = snap.CapacityRPS
 			s.runB[i] = max(s.runB[i], float64(snap.RunBound))
 			s.runW[i] = max(s.runW[i], float64(snap.Waiting))
-			for _, sig := range snap.Signals {
-				v := s.sigs[sig.Name]
-				if v == nil {
-					v = make([]float64, len(s.levels))
-					s.sigs[sig.Name] = v
-				}
-				if sig.Target > 0 {
-					v[i] = max(v[i], finite(sig.Value/sig.Target, 0))
-				}
-			}
+			MaxSignals(s.sigs, len(s.levels), i, snap.Signals)
 			if snap.ShedLevel > 0 {
 				name, best := "", -1.0
 				for _, sig := range snap.Signals {
@@ -217,6 +208,22 @@ func (s *Server) track(ctx context.Context) {
 }
 
 // finite returns x, or def if x is NaN or infinite (JSON has neither).
+// MaxSignals raises bucket i of each signal's series in into (n buckets,
+// made when the signal is first seen) to the signal's value ÷ target, if
+// higher: the per-bucket maxima the labs' backends report.
+func MaxSignals(into map[string][]float64, n, i int, sigs []admit.SignalState) {
+	for _, sig := range sigs {
+		v := into[sig.Name]
+		if v == nil {
+			v = make([]float64, n)
+			into[sig.Name] = v
+		}
+		if sig.Target > 0 && i >= 0 && i < len(v) {
+			v[i] = max(v[i], finite(sig.Value/sig.Target, 0))
+		}
+	}
+}
+
 func finite(x, def float64) float64 {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return def

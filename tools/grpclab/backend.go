@@ -161,16 +161,7 @@ func (c *counters) watch(ctx context.Context, ctl *admit.Controller) {
 			c.waiting[i] = max(c.waiting[i], float64(s.Waiting))
 			c.load[i] = max(c.load[i], finite(s.Load))
 			c.capRPS[i] = finite(s.CapacityRPS)
-			for _, sig := range s.Signals {
-				v := c.sigs[sig.Name]
-				if v == nil {
-					v = make([]float64, len(c.runs))
-					c.sigs[sig.Name] = v
-				}
-				if sig.Target > 0 {
-					v[i] = max(v[i], finite(sig.Value/sig.Target))
-				}
-			}
+			backend.MaxSignals(c.sigs, len(c.runs), i, s.Signals)
 			c.mu.Unlock()
 			last = rej
 		}

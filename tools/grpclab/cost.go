@@ -24,22 +24,11 @@ func AnswerCost(ctx context.Context, protection string, refuse bool, rate float6
 	if refuse && protection != backend.Levee {
 		return loopback.Cost{}, fmt.Errorf("grpclab: only levee can be forced to refuse")
 	}
-	best := loopback.Cost{Micros: -1}
-	var lastErr error
-	for range max(1, rounds) {
-		c, err := answerCost(ctx, protection, refuse, rate)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if best.Micros < 0 || c.Micros < best.Micros {
-			best = c
-		}
+	c, err := loopback.Cheapest(rounds, func() (loopback.Cost, error) { return answerCost(ctx, protection, refuse, rate) })
+	if err != nil {
+		return loopback.Cost{}, fmt.Errorf("grpclab: no usable measurement of %s's cost per answer: %w", protection, err)
 	}
-	if best.Micros < 0 {
-		return best, fmt.Errorf("grpclab: no usable measurement of %s's cost per answer: %w", protection, lastErr)
-	}
-	return best, nil
+	return c[0], nil
 }
 
 func answerCost(ctx context.Context, protection string, refuse bool, rate float64) (loopback.Cost, error) {

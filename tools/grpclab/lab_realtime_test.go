@@ -5,7 +5,6 @@ package grpclab
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -190,22 +189,14 @@ func TestRejectionCost(t *testing.T) {
 	if v, err := strconv.ParseFloat(os.Getenv("GRPCLAB_COST_RATE"), 64); err == nil && v > 0 {
 		rate = v
 	}
-	var rej, served loopback.Cost
-	var err error
-	for range rounds { // alternated, so that a neighbour's noise hits both
-		r, e1 := AnswerCost(ctx, backend.Levee, true, rate, 1)
-		s, e2 := AnswerCost(ctx, backend.None, false, rate, 1)
-		if e1 == nil && (rej.Micros == 0 || r.Micros < rej.Micros) {
-			rej = r
-		}
-		if e2 == nil && (served.Micros == 0 || s.Micros < served.Micros) {
-			served = s
-		}
-		err = errors.Join(err, e1, e2)
-	}
-	if rej.Micros == 0 || served.Micros == 0 {
+	// Alternated, so that a neighbour's noise hits both; the lowest of each.
+	costs, err := loopback.Cheapest(rounds,
+		func() (loopback.Cost, error) { return AnswerCost(ctx, backend.Levee, true, rate, 1) },
+		func() (loopback.Cost, error) { return AnswerCost(ctx, backend.None, false, rate, 1) })
+	if err != nil {
 		t.Fatalf("no usable measurement: %v", err)
 	}
+	rej, served := costs[0], costs[1]
 	t.Logf("levee gRPC, forced to refuse every call: %.1f µs of server CPU per answer (%.0f answered in %v, %.0f refused; idle CPU %.1f%%)",
 		rej.Micros, rej.Answered, loopback.CostPhase, rej.Rejected, 100*rej.IdleShare)
 	t.Logf("bare gRPC, 1 µs of work: %.1f µs per answer (%.0f answered); a refusal costs %.2f× a bare answer",

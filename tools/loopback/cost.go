@@ -1,6 +1,7 @@
 package loopback
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,4 +85,33 @@ func seriesSum(s backend.Series, xs []int64, from, to time.Time) float64 {
 		n += xs[k]
 	}
 	return float64(n)
+}
+
+// Cheapest runs each measurement in turn, rounds times, alternated so
+// that a neighbour's noise falls on all of them, and returns the lowest
+// cost of each: noise only adds CPU. A failed round is skipped; a
+// measurement none of whose rounds succeeded makes the error, which joins
+// the failures.
+func Cheapest(rounds int, measure ...func() (Cost, error)) ([]Cost, error) {
+	best := make([]Cost, len(measure))
+	ok := make([]bool, len(measure))
+	var errs []error
+	for range max(1, rounds) {
+		for i, m := range measure {
+			c, err := m()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if !ok[i] || c.Micros < best[i].Micros {
+				best[i], ok[i] = c, true
+			}
+		}
+	}
+	for i := range ok {
+		if !ok[i] {
+			return best, fmt.Errorf("loopback: measurement %d of %d never succeeded: %w", i+1, len(measure), errors.Join(errs...))
+		}
+	}
+	return best, nil
 }

@@ -1,6 +1,7 @@
 package loopback
 
 import (
+	"errors"
 	"os"
 	"strconv"
 	"testing"
@@ -36,5 +37,28 @@ func TestPlaceSurvivesPinning(t *testing.T) {
 	}
 	if after := Place(); after != before || after.Backend == after.Loadgen {
 		t.Errorf("after pinning to the generator's CPU, Place() = %+v, want %+v", after, before)
+	}
+}
+
+// TestCheapest: the lowest cost of each measurement over the rounds, a
+// failed round skipped, a measurement that never succeeds an error.
+func TestCheapest(t *testing.T) {
+	seq := func(xs ...float64) func() (Cost, error) {
+		i := 0
+		return func() (Cost, error) {
+			x := xs[i%len(xs)]
+			i++
+			if x < 0 {
+				return Cost{}, errors.New("stalled")
+			}
+			return Cost{Micros: x}, nil
+		}
+	}
+	got, err := Cheapest(3, seq(80, -1, 70), seq(60, 65, 90))
+	if err != nil || got[0].Micros != 70 || got[1].Micros != 60 {
+		t.Errorf("Cheapest = %+v, %v; want 70 and 60", got, err)
+	}
+	if _, err := Cheapest(2, seq(-1), seq(5)); err == nil {
+		t.Errorf("a measurement that never succeeded gave no error")
 	}
 }

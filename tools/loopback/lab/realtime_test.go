@@ -17,7 +17,6 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -84,23 +83,16 @@ func TestCPUBound(t *testing.T) {
 func TestRejectionCost(t *testing.T) {
 	ctx := context.Background()
 	const rate, rounds = 1500, 3
-	var rej, served Cost
-	var err error
-	// Alternate the two, so that a neighbour's noise hits both.
-	for range rounds {
-		r, e1 := AnswerCost(ctx, backend.Levee, backend.LeveeOptions{ForceOverload: true}, rate, 1)
-		s, e2 := AnswerCost(ctx, backend.None, backend.LeveeOptions{}, rate, 1)
-		if e1 == nil && (rej.Micros == 0 || r.Micros < rej.Micros) {
-			rej = r
-		}
-		if e2 == nil && (served.Micros == 0 || s.Micros < served.Micros) {
-			served = s
-		}
-		err = errors.Join(err, e1, e2)
-	}
-	if rej.Micros == 0 || served.Micros == 0 {
+	// Alternated, so that a neighbour's noise hits both; the lowest of each.
+	costs, err := loopback.Cheapest(rounds,
+		func() (loopback.Cost, error) {
+			return AnswerCost(ctx, backend.Levee, backend.LeveeOptions{ForceOverload: true}, rate, 1)
+		},
+		func() (loopback.Cost, error) { return AnswerCost(ctx, backend.None, backend.LeveeOptions{}, rate, 1) })
+	if err != nil {
 		t.Fatalf("no usable measurement: %v", err)
 	}
+	rej, served := costs[0], costs[1]
 	t.Logf("levee, forced to refuse everything: %.1f µs of server CPU per answer (%.0f answered in %v, %.0f rejected; idle CPU %.1f%%)",
 		rej.Micros, rej.Answered, loopback.CostPhase, rej.Rejected, 100*rej.IdleShare)
 	t.Logf("unprotected, 1 µs of work: %.1f µs per answer (%.0f answered); a rejection costs %.2f× a bare answer",

@@ -24,22 +24,11 @@ type Cost = loopback.Cost
 // almost nothing: what net/http, the kernel's loopback and the counters
 // cost any answer.
 func AnswerCost(ctx context.Context, protection string, o backend.LeveeOptions, rate float64, rounds int) (Cost, error) {
-	best := Cost{Micros: -1}
-	var lastErr error
-	for range max(1, rounds) {
-		c, err := answerCost(ctx, protection, o, rate)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if best.Micros < 0 || c.Micros < best.Micros {
-			best = c
-		}
+	c, err := loopback.Cheapest(rounds, func() (Cost, error) { return answerCost(ctx, protection, o, rate) })
+	if err != nil {
+		return Cost{}, fmt.Errorf("lab: no usable measurement of %s's cost per answer: %w", protection, err)
 	}
-	if best.Micros < 0 {
-		return best, fmt.Errorf("lab: no usable measurement of %s's cost per answer: %w", protection, lastErr)
-	}
-	return best, nil
+	return c[0], nil
 }
 
 func answerCost(ctx context.Context, protection string, o backend.LeveeOptions, rate float64) (Cost, error) {
