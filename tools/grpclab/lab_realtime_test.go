@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"testing"
@@ -44,7 +45,9 @@ const (
 // GRPCLAB_SCALE (default 1: about 26 s a run, 8 minutes in all). It logs
 // the medians with their spread and writes every run in levee's report
 // schema to GRPCLAB_REPORT when set. The figures are asserted only at
-// full length (GRPCLAB_SCALE=1), on a quiet machine:
+// full length (GRPCLAB_SCALE=1), on a quiet machine, with issue 23's
+// onset criterion (success per 200 ms ≥ 0.5 of the peak after the first
+// 400 ms of 5×, for levee's gRPC and HTTP setups alike):
 //
 //	go test -tags realtime -run TestGRPCLab -count=1 -v -timeout 30m ./tools/grpclab/
 //	GRPCLAB_REPEAT=1 GRPCLAB_SCALE=0.25 go test -tags realtime -run TestGRPCLab -count=1 -v ./tools/grpclab/  # a smoke run
@@ -144,6 +147,7 @@ func TestGRPCLab(t *testing.T) {
 		{"server recovery after 2x (s)", recovery(ph[i2x].Name)},
 		{"server recovery after 5x (s)", recovery(ph[i5x].Name)},
 		{"handler runs after deadline", func(r report.Run) float64 { return r.WastedWorkShare }},
+		{"onset low, 5× (per 200 ms ÷ peak)", func(r report.Run) float64 { return onsetLow(r, i5x) / peak }},
 	}
 	t.Logf("peak %.0f calls/s; medians of %d alternated runs [min–max] (1e9 = never):", peak, repeat)
 	t.Logf("%-30s %-24s %-24s %-24s", "", "bare gRPC", "levee gRPC", "levee HTTP")
@@ -173,6 +177,36 @@ func TestGRPCLab(t *testing.T) {
 	if late > 0 {
 		t.Errorf("levee gRPC wasted %.1f%% of its handler runs, want 0", 100*late)
 	}
+	for _, k := range []string{"grpc-levee", "http-levee"} {
+		if low, _, _ := pick(k, rows[5].f); low < 0.5 {
+			t.Errorf("%s: success per 200 ms fell to %.2f of the peak after the first 400 ms of 5×, want ≥ 0.5", k, low)
+		}
+	}
+}
+
+// onsetLow returns the lowest goodput, requests a second, of the 200 ms
+// windows of phase i after its first 400 ms (by the requests' scheduled
+// time, as the phase's goodput), or 0 when the series does not cover it.
+func onsetLow(r report.Run, i int) float64 {
+	s := r.Series
+	if i >= len(r.Phases) || s.BucketS <= 0 {
+		return 0
+	}
+	per := max(1, int(math.Round(0.2/s.BucketS)))
+	from := int(math.Round((r.Phases[i].StartS + 0.4) / s.BucketS))
+	to := min(int(math.Round(r.Phases[i].EndS/s.BucketS)), len(s.GoodputRPS))
+	low := math.Inf(1)
+	for j := from; j+per <= to; j += per {
+		var sum float64
+		for _, g := range s.GoodputRPS[j : j+per] {
+			sum += g
+		}
+		low = min(low, sum/float64(per))
+	}
+	if math.IsInf(low, 1) {
+		return 0
+	}
+	return low
 }
 
 // TestRejectionCost states the server CPU one gRPC refusal costs — levee
