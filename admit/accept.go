@@ -182,12 +182,15 @@ func (c *Controller) decide(ctx context.Context, call *levee.Call, cr levee.Crit
 			probe = true // admitted anyway and measured: a wrong estimate heals
 		}
 	}
-	p := c.plan.Load()
+	cur := c.plan.Load()
+	p := cur
 	if p != nil && now > p.until {
 		p = nil // not refreshed for planLife: shed nothing on stale information
 	}
-	if p == nil && n%surgeEvery == 0 {
-		p = c.checkSurge(now)
+	if n%surgeEvery == 0 {
+		if s := c.checkSurge(now, cur); s != nil {
+			p = s
+		}
 	}
 	var key, l1, l2 uint64
 	if call.Tenant != "" {

@@ -23,6 +23,19 @@ import (
 // criticality since the Step, the Admit that trips the bound computes the
 // ladder's shares (SHEDDABLE first, CRITICAL_PLUS last) that bring the
 // admitted rate to the capacity, into a plan the Step preallocated.
+//
+// The bound is armed while shedding, too, when the Step measured fewer
+// arrivals than the capacity: its plan then sheds little or nothing, but
+// a saturated process reads its connections late, behind the admitted
+// handlers, so a Step can measure a few dozen arrivals a second while
+// thousands wait unread, and the reader then hands over the whole backlog
+// at one instant. A one-core gRPC server at a 5× onset did exactly that
+// (its Step saw the signal at 7.9 times its target and 61 arrivals a
+// second, then admitted 1,785 calls read at once, 1.8 s of work;
+// TestStarvedReaderBatch replays it). Armed so, the bound admits the law's
+// target if that is below the capacity. A plan computed from arrivals at
+// or above the capacity bounds what it admits by its shares, and keeps
+// its tenant entries, which the bound's plan would drop.
 const (
 	surgeFactor = 2.0
 	surgeEvery  = 16
@@ -33,26 +46,34 @@ type surge struct {
 	base   [levee.NumCriticalities]uint64 // arrivals counted at the Step, per criticality
 	at     int64                          // the Step (the controller's scale)
 	limit  uint64                         // arrivals allowed in the period before the bound trips
-	capEst float64                        // the capacity to admit, requests per second
+	capEst float64                        // the rate to admit, requests per second
 	plan   *plan                          // filled and published when the bound trips
 	fired  atomic.Bool
 }
 
 // armSurge returns the bound for the period after a Step at now (the
-// controller's scale) that counted arrived per criticality, or nil: armed
-// while degraded and not shedding, with a capacity learned.
-func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst float64, period float64, degraded, shedding bool) *surge {
-	if !degraded || shedding || !(capEst > 0) {
+// controller's scale) that counted arrived per criticality and measured
+// the arrival rate R, or nil: armed while degraded, with a capacity
+// learned, unless a plan sheds shares of an arrival rate at or above the
+// capacity (the plan then bounds what it admits; replacing it would drop
+// its tenant entries). It admits the capacity, or while shedding the
+// law's target if that is lower.
+func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, R, target, period float64, degraded, shedding bool) *surge {
+	if !degraded || !(capEst > 0) || shedding && R >= capEst {
 		return nil
 	}
+	admit := capEst
+	if shedding && target > 0 {
+		admit = min(admit, target)
+	}
 	n := surgeFactor * capEst * period
-	return &surge{base: arrived, at: now, capEst: capEst, limit: uint64(n + 3*math.Sqrt(n) + 8), plan: &plan{budgetRank: -1}}
+	return &surge{base: arrived, at: now, capEst: admit, limit: uint64(n + 3*math.Sqrt(n) + 8), plan: &plan{budgetRank: -1}}
 }
 
-// checkSurge is called by one Admit in surgeEvery while no plan is in
-// force: when the period's arrivals passed the bound, it fills the surge
-// plan (once), publishes it and returns it.
-func (c *Controller) checkSurge(now int64) *plan {
+// checkSurge is called by one Admit in surgeEvery, with cur the plan it
+// loaded: when the period's arrivals passed the bound, it fills the surge
+// plan (once), publishes it in cur's place and returns the plan in force.
+func (c *Controller) checkSurge(now int64, cur *plan) *plan {
 	g := c.surge.Load()
 	if g == nil || g.fired.Load() {
 		return nil
@@ -78,7 +99,7 @@ func (c *Controller) checkSurge(now int64) *plan {
 		p.all[r], p.thr[r] = fracThr(f)
 	}
 	p.until = now + 2*int64(c.cfg.period)
-	c.plan.CompareAndSwap(nil, p)
+	c.plan.CompareAndSwap(cur, p)
 	return c.plan.Load()
 }
 
