@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,10 +55,12 @@ func TestDryRun(t *testing.T) {
 	for i := range repeat {
 		out := filepath.Join(t.TempDir(), "records.jsonl")
 		t.Setenv(OutEnv, out)
+		k := watchKernel()
 		res, err := loopback.Run(ctx, loopback.Config{
 			Name: fmt.Sprintf("dry-run %d", i+1), Protection: Protection, Client: loopback.Naive,
 			Work: work, Timeout: time.Second, Retries: 0, Phases: phases, Drain: 3 * time.Second,
 		})
+		kern := k.stop()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,19 +82,24 @@ func TestDryRun(t *testing.T) {
 			wouldWarm += Sum(b.WouldReject[cr]) - Sum(a.WouldReject[cr])
 			wouldOver += Sum(c.WouldReject[cr]) - Sum(b.WouldReject[cr])
 		}
-		wouldPlus = Sum(last.WouldReject[levee.CriticalPlus])
+		// Shedding never reaches CRITICAL_PLUS here; a request whose
+		// deadline cannot be met is refused at every criticality (live
+		// levee answers it 504), so that reason is shown apart.
+		wouldPlus = last.WouldReject[levee.CriticalPlus][levee.Overloaded]
+		plusDeadline := last.WouldReject[levee.CriticalPlus][levee.Deadline]
 		excess := float64(ph[1].Offered) - capRPS*ph[1].Duration.Seconds()
 		ratio := float64(wouldOver) / excess
 		ratios = append(ratios, ratio)
-		t.Logf("%s: 3x offered %d, goodput %d, client-side rejected %d (0.7x: %d) | server rejected %d | would reject 0.7x %d, 3x %d (overloaded %d, deadline %d) vs offered − C %.0f: ratio %.2f | CRITICAL_PLUS would reject %d | controller: capacity %.0f, offered %.0f, would shed %.0f req/s",
+		t.Logf("%s: 3x offered %d, goodput %d, client-side rejected %d (0.7x: %d) | server rejected %d | would reject 0.7x %d, 3x %d (overloaded %d, deadline %d) vs offered − C %.0f: ratio %.2f | CRITICAL_PLUS would reject %d overloaded, %d deadline | controller: capacity %.0f, offered %.0f, would shed %.0f req/s",
 			res.Config.Name, ph[1].Offered, ph[1].Goodput, ph[1].Rejected, ph[0].Rejected, rejected,
-			wouldWarm, wouldOver, overReason(b, c, levee.Overloaded), overReason(b, c, levee.Deadline), excess, ratio, wouldPlus,
+			wouldWarm, wouldOver, overReason(b, c, levee.Overloaded), overReason(b, c, levee.Deadline), excess, ratio, wouldPlus, plusDeadline,
 			c.CapacityRPS, c.OfferedRPS, c.WouldShedRPS)
+		t.Logf("%s: kernel: %s", res.Config.Name, kern)
 		if ph[0].Rejected+ph[1].Rejected != 0 || rejected != 0 {
 			t.Errorf("%s: %d requests rejected by the clients' count, %d by the server's: want none in dry-run", res.Config.Name, ph[0].Rejected+ph[1].Rejected, rejected)
 		}
 		if wouldPlus != 0 {
-			t.Errorf("%s: %d CRITICAL_PLUS requests counted as would-reject, want none", res.Config.Name, wouldPlus)
+			t.Errorf("%s: %d CRITICAL_PLUS requests counted as would-be overload rejections, want none", res.Config.Name, wouldPlus)
 		}
 		if lim := 0.02 * float64(ph[0].Offered); float64(wouldWarm) > lim {
 			t.Errorf("%s: %d would-be rejections at 0.7× capacity, want ≤ %.0f", res.Config.Name, wouldWarm, lim)
@@ -110,4 +118,54 @@ func overReason(b, c Record, r levee.Reason) uint64 {
 		n += c.WouldReject[cr][r] - b.WouldReject[cr][r]
 	}
 	return n
+}
+
+// kernelWatch records, while a run lasts, the longest accept queue of any
+// listening socket (every 100 ms) and the namespace's count of connection
+// attempts dropped at a full accept queue.
+type kernelWatch struct {
+	done     chan struct{}
+	maxQueue chan int
+	before   map[string]uint64
+	err      error
+}
+
+var kernelCounters = []string{"ListenOverflows", "TCPSynRetrans"}
+
+func watchKernel() *kernelWatch {
+	k := &kernelWatch{done: make(chan struct{}), maxQueue: make(chan int, 1)}
+	k.before, k.err = readNetstat(kernelCounters...)
+	go func() {
+		most := 0
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-k.done:
+				k.maxQueue <- most
+				return
+			case <-tick.C:
+				if n, ok, err := readAcceptQueue(0); err == nil && ok {
+					most = max(most, n)
+				}
+			}
+		}
+	}()
+	return k
+}
+
+// stop ends the watch and says what the kernel saw.
+func (k *kernelWatch) stop() string {
+	close(k.done)
+	most := <-k.maxQueue
+	after, err := readNetstat(kernelCounters...)
+	if k.err != nil || err != nil {
+		return fmt.Sprintf("accept queue up to %d; counters unreadable (%v, %v)", most, k.err, err)
+	}
+	limit := "?"
+	if b, err := os.ReadFile("/proc/sys/net/core/somaxconn"); err == nil {
+		limit = strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("accept queue up to %d (somaxconn %s); connection attempts dropped at a full accept queue %d (ListenOverflows, the whole network namespace), SYN retransmissions %d (TCPSynRetrans: on loopback the clients' own)",
+		most, limit, after["ListenOverflows"]-k.before["ListenOverflows"], after["TCPSynRetrans"]-k.before["TCPSynRetrans"])
 }
