@@ -22,11 +22,11 @@ import (
 // late behind the admitted handlers: a Step 82 ms after the last, one
 // 224 ms later that sees the flood (degradation first, nothing shed yet),
 // then, 131 ms later, a Step run by a request (the timer was late) that
-// sees the signal at eight times its target but only the 64 requests the
-// starved reader handed over meanwhile, so no excess to shed — and then
-// 1,785 requests read at once. That server admitted all 1,785 (1.8 s of
-// work; nothing served for 2 s); the bound on a period's arrivals must
-// hold whether or not a plan is in force.
+// sees the signal at eight times its target but only the 8 requests the
+// starved reader had handed over since the last (61 a second), so no
+// excess to shed — and then 1,842 requests read within 20 ms. That server
+// admitted every one (1.8 s of work; nothing served for 2 s); the bound
+// on a period's arrivals must hold whether or not a plan is in force.
 func TestStarvedReaderBatch(t *testing.T) {
 	type event struct {
 		at    time.Duration // after the onset
