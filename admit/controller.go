@@ -127,7 +127,8 @@ type Controller struct {
 	// Control state, owned by Step under mu: one field per stage.
 	mu       sync.Mutex
 	combine  combiner
-	last     int64 // the last Step (the controller's scale)
+	learners []learner // signals told when the controller sheds (signals.go)
+	last     int64     // the last Step (the controller's scale)
 	hasLast  bool
 	meter    meter
 	retry    retryShare
@@ -170,6 +171,9 @@ func New(opts ...Option) *Controller {
 	util := make([]bool, len(cfg.signals))
 	for i, s := range cfg.signals {
 		_, util[i] = s.(saturating)
+		if l, ok := s.(learner); ok {
+			c.learners = append(c.learners, l)
+		}
 	}
 	c.combine = newCombiner(util)
 	c.report.snap.AdmitFraction = 1
@@ -288,6 +292,9 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	c.law, lo = c.law.step(lawIn{now: now, dt: time.Duration(dt), load: load, R: m.R, admRate: m.admRate,
 		admitted: m.admitted, prop: sig.prop, over: sig.over, flood: m.flood, wasFlood: m.wasFlood, degraded: prevLevel > 0, snapped: c.snapped,
 		dry: dry, bottleneck: c.bottleneck(sig, m.completed)})
+	for _, l := range c.learners {
+		l.SetShedding(c.law.shedding)
+	}
 	ra := c.episodes.step(episodeIn{now: now, shedding: c.law.shedding, epStart: c.law.epStart,
 		ended: lo.ended, epLen: lo.epLen, period: c.cfg.period})
 

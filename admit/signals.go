@@ -58,6 +58,14 @@ type saturating interface{ Saturation() float64 }
 // the pool.
 type bottleneck interface{ Capacity() float64 }
 
+// learner is a signal that learns its target from the service
+// (pressure.QueueDelay's scale): the controller tells it every period
+// whether it sheds, and it learns nothing meanwhile. An episode's
+// readings describe the overload, not the service: with most arrivals
+// refused, CPU per request observed is a fraction of CPU per request
+// served.
+type learner interface{ SetShedding(bool) }
+
 // reading is the signals' verdict for one period.
 type reading struct {
 	load float64 // max over signals of value ÷ target; 0 when none reads

@@ -49,7 +49,8 @@ import (
 // its handler even starts. The scale is learned with WithQueueCPU (Default
 // passes its CPU signal), as an EWMA over 5 s, and not while the freeze
 // function says the process is overloaded (WithQueueFreeze; Default:
-// another signal of the set above its target). Until it has learned, or
+// another signal of the set above its target), nor while the admission
+// controller sheds (SetShedding). Until it has learned, or
 // without a CPU source, the target is 100 ms within the same bounds.
 // WithQueueTarget, and SetTarget while it runs, fix it instead.
 //
@@ -65,6 +66,7 @@ type QueueDelay struct {
 	value  atomicFloat
 	target atomicFloat
 	fixed  atomic.Int64 // a fixed target, ns (WithQueueTarget, SetTarget); 0 = learned
+	shed   atomic.Bool  // the admission controller sheds (SetShedding)
 
 	mu      sync.Mutex
 	lastAt  time.Time
@@ -260,6 +262,15 @@ type QueueReading struct {
 	Frozen bool
 }
 
+// SetShedding tells the signal whether the admission controller sheds;
+// package admit's Controller calls it every period. While it sheds, the
+// target's scale is not learned, whatever the other signals read: most
+// requests observed are then refused, and the CPU per request observed
+// says nothing of the CPU per request served (a flood of five times the
+// capacity would teach a fifth of the scale, and the target would fall
+// with it, cutting admission further).
+func (q *QueueDelay) SetShedding(on bool) { q.shed.Store(on) }
+
 // Reading returns the detail of the latest interval.
 func (q *QueueDelay) Reading() QueueReading {
 	q.mu.Lock()
@@ -284,7 +295,7 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 	if observed {
 		raw = time.Duration(m).Seconds()
 	}
-	frozen := q.cfg.freeze()
+	frozen := q.cfg.freeze() || q.shed.Load()
 	if !first { // the first interval's start, and so its CPU, is unknown
 		q.learn(n, dt, frozen)
 	}

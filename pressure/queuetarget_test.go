@@ -156,3 +156,43 @@ func TestQueueTargetFits(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueTargetHeldWhileShedding: a flood of five times the capacity,
+// most of it refused, teaches the target nothing while the admission
+// controller says it sheds, even when no other signal reads above its
+// target (the CPU hovers at its own); once shedding ends it learns again.
+// Without the hold the flood's CPU per request observed — a fifth of the
+// real one — would cut the target to a fifth (20 ms here).
+func TestQueueTargetHeldWhileShedding(t *testing.T) {
+	u := 0.0
+	q := NewQueueDelay(WithQueueCPU(func() float64 { return u }))
+	now := t0
+	q.SampleAt(now)
+	run := func(perInterval int, util float64, intervals int) {
+		u = util
+		for range intervals {
+			for range perInterval {
+				q.Observe(0)
+			}
+			now = now.Add(100 * time.Millisecond)
+			q.SampleAt(now)
+		}
+	}
+	run(90, 0.9, 50) // 1 ms of CPU per request on one core: target 100 ms
+	if got := q.Target(); math.Abs(got-0.1) > 0.001 {
+		t.Fatalf("learned target %v s; want 0.1", got)
+	}
+	q.SetShedding(true)
+	run(500, 0.95, 100) // 5,000 observed a second, 950 served
+	if got := q.Target(); math.Abs(got-0.1) > 0.001 {
+		t.Errorf("target after 10 s of shedding %v s; want 0.1 (held)", got)
+	}
+	if r := q.Reading(); !r.Frozen {
+		t.Errorf("reading while shedding not frozen: %+v", r)
+	}
+	q.SetShedding(false)
+	run(45, 0.9, 100) // the service got twice as costly: 2 ms per request
+	if got := q.Target(); got < 0.18 {
+		t.Errorf("target after shedding ended %v s; want it learning again, towards 0.2", got)
+	}
+}

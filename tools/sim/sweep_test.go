@@ -91,14 +91,18 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 //     seconds at 0.95 and trip the utilisation safety net of admit's
 //     signals.go, and the standing queue of an M/M/c tier near capacity
 //     trips the queue signal);
-//   - at 1.2× and 2×, goodput ≥ 0.85 of capacity (the issue asks 0.9: met
-//     but for one core with exponential service times, 0.886 at 2×);
+//   - at 1.2× and 2×, goodput ≥ 0.9 of capacity, as the issue asks
+//     (0.913–0.973 over the full sweep; one core with exponential service
+//     times read 0.886 at 2× while the queue target was still learned
+//     during an overload, from arrivals most of which were refused);
 //   - at 5×, ≥ 0.7 of capacity (the issue asks within 0.03 of
 //     cpu_target × (1 − reject_cost × rejections ÷ capacity), 0.87:
 //     constant service times on up to 32 cores come within it,
-//     exponential ones reach 0.75–0.79 and 64 cores of 1 s requests 0.72:
-//     under a flood the learned queue target lets requests wait towards
-//     their callers' deadlines and some time out).
+//     exponential ones reach 0.80–0.81 (64 cores of 1 s requests 0.74–0.76)
+//     and constant 1 s requests on 64 cores 0.72–0.73: the arrivals
+//     swing with the retries (320 to 3,600 a second in a traced run of 3
+//     cores × 10 ms, whose new requests come at a steady 1,500) and the
+//     CPU idles in their troughs).
 //
 // The simulator's levee clients retry within a budget (a naive client
 // model against a levee tier is not in the simulator), so at 5× they
@@ -148,8 +152,8 @@ func TestSweep(t *testing.T) {
 							t.Errorf("%s: want levee within 0.035 of unprotected", line)
 						}
 					case load <= 2:
-						if gl < 0.85 {
-							t.Errorf("%s: want ≥ 0.85 of capacity", line)
+						if gl < 0.9 {
+							t.Errorf("%s: want ≥ 0.9 of capacity", line)
 						}
 					default:
 						bound := 0.95 * (1 - 0.02*l.RejectedRPS/c)
