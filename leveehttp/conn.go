@@ -53,42 +53,105 @@ func defaultUniform() float64 { return inbound.Uniform(nil) }
 //   - after a request with a body the next request on the connection is
 //     not stamped (net/http may still be discarding the unread body) and
 //     falls back to the handler's start;
-//   - a read stamp is taken when the Go runtime gets to read the bytes, so
-//     time spent in the kernel's accept and receive queues before that is
-//     still invisible (CPU and scheduler-latency signals see it).
+//   - a read stamp is taken when the Go runtime gets to read the bytes;
+//     only for the bytes that came before the connection was accepted
+//     does the kernel say when they came (below). Bytes that wait in an
+//     accepted connection's receive queue, behind a busy run queue, are
+//     stamped when read (CPU and scheduler-latency signals see that wait).
+//
+// What the kernel knows at the accept (Linux, one getsockopt(TCP_INFO)
+// per connection; elsewhere nothing is asked):
+//
+//   - a connection its peer closed or reset while it waited in the
+//     accept queue is closed unread and Accept goes on to the next one:
+//     its caller has gone, as net/http itself concludes when a read meets
+//     the peer's end of stream (it cancels the request's context). A
+//     client that half-closes its side right after sending a request is
+//     taken as gone too. The listener's Gone method counts them;
+//   - a head whose bytes had all come before the accept is stamped when
+//     the last of them came (the kernel's clock, in milliseconds), so the
+//     wait in the accept queue counts as the server's queueing delay, and
+//     against the caller's deadline, like any wait after it.
 //
 // Each read scans its bytes for line ends while the connection expects a
 // head (bytes.IndexByte), and one that ends a head costs one time.Now. The
 // peer's default tenant (its network prefix) is also computed once per
 // connection.
-func Listener(ln net.Listener) net.Listener { return &stampListener{Listener: ln, clock: monoNow} }
+func Listener(ln net.Listener) net.Listener {
+	return &stampListener{Listener: ln, clock: monoNow, peek: peekAccepted}
+}
 
 type stampListener struct {
 	net.Listener
-	clock func() int64 // monoNow; tests replace it
+	clock func() int64            // monoNow; tests replace it
+	peek  func(net.Conn) accepted // peekAccepted; tests replace it
+	gone  atomic.Uint64           // connections closed unread (Gone)
 }
 
 func (l *stampListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return c, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return c, err
+		}
+		var k accepted
+		if l.peek != nil {
+			k = l.peek(c)
+		}
+		if k.gone {
+			// Its caller closed it while it waited to be accepted:
+			// nobody reads an answer, so none is computed.
+			l.gone.Add(1)
+			_ = c.Close()
+			continue
+		}
+		sc := &stampConn{Conn: c, clock: l.clock}
+		if k.queued > 0 {
+			sc.early.Store(max(l.clock()-int64(k.age), 1))
+			sc.earlyLeft.Store(k.queued)
+		}
+		if a := inbound.NetAddr(c.RemoteAddr()); a.IsValid() {
+			var b [64]byte
+			sc.tenant, sc.addr = string(wire.AppendPeerTenant(b[:0], a)), a
+		}
+		return sc, nil
 	}
-	sc := &stampConn{Conn: c, clock: l.clock}
-	if a := inbound.NetAddr(c.RemoteAddr()); a.IsValid() {
-		var b [64]byte
-		sc.tenant, sc.addr = string(wire.AppendPeerTenant(b[:0], a)), a
+}
+
+// Gone returns how many connections Accept closed unread because their
+// peer had closed them before they were accepted.
+func (l *stampListener) Gone() uint64 { return l.gone.Load() }
+
+// accepted is what the kernel tells of a connection at its accept
+// (peekAccepted).
+type accepted struct {
+	gone   bool          // the peer had closed or reset it
+	queued int64         // bytes that came before the accept
+	age    time.Duration // since the last of them came
+}
+
+// rawConn returns the connection under c's wrappers (NetConn methods).
+func rawConn(c net.Conn) net.Conn {
+	for range 8 {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
 	}
-	return sc, nil
+	return c
 }
 
 // stampConn's st packs the stamp of the latest head end (monoNow units, 0
 // for none) above stampBits bits of scanner state (head*, paused or off).
 type stampConn struct {
 	net.Conn
-	st     atomic.Int64
-	clock  func() int64
-	tenant string     // the peer's default tenant (its network prefix)
-	addr   netip.Addr // the peer's address
+	st        atomic.Int64
+	early     atomic.Int64 // the stamp of the bytes that came before the accept (0: none left)
+	earlyLeft atomic.Int64 // how many of them are still unread
+	clock     func() int64
+	tenant    string     // the peer's default tenant (its network prefix)
+	addr      netip.Addr // the peer's address
 }
 
 // The scanner's states. A head ends at the first empty line ("\n\n" or
@@ -108,16 +171,31 @@ const (
 func (c *stampConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.scan(p[:n])
+		c.scan(p[:n], c.earlyStamp(n))
 	}
 	return n, err
 }
 
+// earlyStamp returns, for a read of n bytes, the kernel's arrival stamp
+// when all of them had come before the connection was accepted, else 0.
+func (c *stampConn) earlyStamp(n int) int64 {
+	e := c.early.Load()
+	if e == 0 {
+		return 0
+	}
+	if c.earlyLeft.Add(-int64(n)) < 0 {
+		c.early.Store(0)
+		return 0
+	}
+	return e
+}
+
 // scan advances the head scanner over p and stamps the connection when p
-// ends a head. A concurrent take, done or switch-off wins: its CAS makes
-// this one fail, which at worst loses a stamp (the handler's start is
-// used), never moves one earlier.
-func (c *stampConn) scan(p []byte) {
+// ends a head: with early when not 0 (p had all come before the accept,
+// see Listener), else now. A concurrent take, done or switch-off wins: its
+// CAS makes this one fail, which at worst loses a stamp (the handler's
+// start is used), never moves one earlier.
+func (c *stampConn) scan(p []byte, early int64) {
 	v := c.st.Load()
 	s := v & stateMask
 	if s >= paused {
@@ -126,7 +204,11 @@ func (c *stampConn) scan(p []byte) {
 	next, ended := scanHead(p, s)
 	nv := v&^stateMask | next
 	if ended {
-		nv = c.clock()<<stampBits | next
+		at := early
+		if at == 0 {
+			at = c.clock()
+		}
+		nv = at<<stampBits | next
 	}
 	if nv != v {
 		c.st.CompareAndSwap(v, nv)

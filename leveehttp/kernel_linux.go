@@ -1,0 +1,49 @@
+//go:build linux
+
+package leveehttp
+
+import (
+	"net"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Linux's TCP states that mean the peer has closed or reset the
+// connection (include/net/tcp_states.h).
+const (
+	tcpClose     = 7
+	tcpCloseWait = 8
+)
+
+// peekAccepted reads what the kernel knows of a connection just accepted
+// (one getsockopt(TCP_INFO)): whether its peer has already closed it, and,
+// when bytes came before the accept, how many and how long ago the last of
+// them arrived. It knows nothing (the zero value) for a connection that is
+// not a TCP socket or when the call fails.
+func peekAccepted(c net.Conn) (k accepted) {
+	sc, ok := rawConn(c).(syscall.Conn)
+	if !ok {
+		return k
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return k
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || ierr != nil || info == nil {
+		return k
+	}
+	k.gone = info.State == tcpCloseWait || info.State == tcpClose
+	if info.Bytes_received > 0 {
+		k.queued = int64(min(info.Bytes_received, 1<<62))
+		k.age = time.Duration(info.Last_data_recv) * time.Millisecond
+	}
+	return k
+}
+
+const kernelViewed = true
