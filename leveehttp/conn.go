@@ -67,7 +67,9 @@ func defaultUniform() float64 { return inbound.Uniform(nil) }
 //     its caller has gone, as net/http itself concludes when a read meets
 //     the peer's end of stream (it cancels the request's context). A
 //     client that half-closes its side right after sending a request is
-//     taken as gone too. The listener's Gone method counts them;
+//     taken as gone too. The listener's Gone method counts them
+//     (ln.(interface{ Gone() uint64 })); Protect exports the count as
+//     levee_connections_gone_total;
 //   - a head whose bytes had all come before the accept is stamped when
 //     the last of them came (the kernel's clock, in milliseconds), so the
 //     wait in the accept queue counts as the server's queueing delay, and
@@ -77,15 +79,18 @@ func defaultUniform() float64 { return inbound.Uniform(nil) }
 // head (bytes.IndexByte), and one that ends a head costs one time.Now. The
 // peer's default tenant (its network prefix) is also computed once per
 // connection.
-func Listener(ln net.Listener) net.Listener {
-	return &stampListener{Listener: ln, clock: monoNow, peek: peekAccepted}
+func Listener(ln net.Listener) net.Listener { return newListener(ln, new(atomic.Uint64)) }
+
+// newListener is Listener counting the connections closed unread in gone.
+func newListener(ln net.Listener, gone *atomic.Uint64) *stampListener {
+	return &stampListener{Listener: ln, clock: monoNow, peek: peekAccepted, gone: gone}
 }
 
 type stampListener struct {
 	net.Listener
 	clock func() int64            // monoNow; tests replace it
 	peek  func(net.Conn) accepted // peekAccepted; tests replace it
-	gone  atomic.Uint64           // connections closed unread (Gone)
+	gone  *atomic.Uint64          // connections closed unread (Gone); nil: not counted
 }
 
 func (l *stampListener) Accept() (net.Conn, error) {
@@ -101,7 +106,9 @@ func (l *stampListener) Accept() (net.Conn, error) {
 		if k.gone {
 			// Its caller closed it while it waited to be accepted:
 			// nobody reads an answer, so none is computed.
-			l.gone.Add(1)
+			if l.gone != nil {
+				l.gone.Add(1)
+			}
 			_ = c.Close()
 			continue
 		}
@@ -120,7 +127,12 @@ func (l *stampListener) Accept() (net.Conn, error) {
 
 // Gone returns how many connections Accept closed unread because their
 // peer had closed them before they were accepted.
-func (l *stampListener) Gone() uint64 { return l.gone.Load() }
+func (l *stampListener) Gone() uint64 {
+	if l.gone == nil {
+		return 0
+	}
+	return l.gone.Load()
+}
 
 // accepted is what the kernel tells of a connection at its accept
 // (peekAccepted).

@@ -3,8 +3,15 @@ package leveehttp
 import (
 	"io"
 	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/levee-dev/levee/config"
 )
 
 // oneListener hands out the connections it is given, then io.EOF.
@@ -50,6 +57,7 @@ func TestAcceptEarlyBytes(t *testing.T) {
 		Listener: &oneListener{conns: []net.Conn{gone, early}},
 		clock:    func() int64 { return tick },
 		peek:     func(c net.Conn) accepted { return views[c] },
+		gone:     new(atomic.Uint64),
 	}
 	c, err := l.Accept()
 	if err != nil {
@@ -168,5 +176,46 @@ func BenchmarkPeekAccepted(b *testing.B) {
 		if peekAccepted(c).gone {
 			b.Fatal("a live connection read as gone")
 		}
+	}
+}
+
+// TestProtectCountsGone: the connections Protect's listeners close unread
+// are exported as levee_connections_gone_total.
+func TestProtectCountsGone(t *testing.T) {
+	if !kernelViewed {
+		t.Skip("no kernel view of accepted connections on this system")
+	}
+	p, err := Protect(t.Context(), http.NotFoundHandler(), WithLogger(quiet), WithConfig(config.Default(), config.WithEnv(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	dead, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	live, err := net.Dial("tcp", raw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	c, err := p.listener(raw).Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	want := `
+# HELP levee_connections_gone_total Connections closed unread at accept: their peer had closed them while they waited in the accept queue.
+# TYPE levee_connections_gone_total counter
+levee_connections_gone_total 1
+`
+	if err := testutil.GatherAndCompare(p.Registry(), strings.NewReader(want), "levee_connections_gone_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -173,6 +173,7 @@ type Protected struct {
 	metrics http.Handler
 	reg     *prometheus.Registry
 	cols    []prometheus.Collector
+	gone    atomic.Uint64 // connections its listeners closed unread (Listener)
 
 	statusPath, metricsPath, adminPrefix string
 
@@ -337,6 +338,7 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 			return n
 		}),
 		events,
+		leveeprom.NewConnCollector(p.gone.Load),
 		leveeprom.NewConfigCollector(rl, p.admin),
 		p.problemCol,
 	}
@@ -527,7 +529,7 @@ func (p *Protected) listener(ln net.Listener) net.Listener {
 	if p.over != nil {
 		ln = p.over.Listener(ln)
 	}
-	return Listener(ln)
+	return newListener(ln, &p.gone)
 }
 
 // ListenAndServe listens on the TCP address addr and calls Serve.

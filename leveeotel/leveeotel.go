@@ -98,6 +98,19 @@ func ObserveProbes(meter metric.Meter, probes func() uint64, opts ...Option) (me
 	}, opts)
 }
 
+// ObserveConnsGone observes the count gone returns as
+// levee_connections_gone_total: the connections a server closed unread at
+// their accept because their peer had closed them while they waited in
+// the accept queue, for example the Gone method of a leveehttp.Listener.
+func ObserveConnsGone(meter metric.Meter, gone func() uint64, opts ...Option) (metric.Registration, error) {
+	if gone == nil {
+		return nil, errors.New("leveeotel: ObserveConnsGone with a nil count")
+	}
+	return observe(meter, []*instrument.Metric{instrument.ConnsGone}, func(emit instrument.Emit) {
+		instrument.ReadConnsGone(gone(), emit)
+	}, opts)
+}
+
 // ObserveConfig observes a config.Reloader's reload counters and, when
 // admin is not nil, the admin endpoint's.
 func ObserveConfig(meter metric.Meter, rl *leveeconfig.Reloader, admin *leveehttp.Admin, opts ...Option) (metric.Registration, error) {

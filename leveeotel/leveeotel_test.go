@@ -50,6 +50,7 @@ type plant struct {
 	reloader  *leveeconfig.Reloader
 	admin     *leveehttp.Admin
 	probes    func() uint64
+	gone      func() uint64
 	ev        *Events
 	promEv    *leveeprom.EventCollector
 	throttles *throttle.Group
@@ -103,6 +104,7 @@ func newPlant(t *testing.T) *plant {
 	rl.SetOverride("admit.dry_run", "maybe")                                                                   // rejected
 	p.admin.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/levee/admin/config", nil)) // 401
 	p.probes = func() uint64 { return 42 }
+	p.gone = func() uint64 { return 17 }
 
 	p.overload = overload.New(overload.WithResources(overload.Resource{
 		Name: "memory", Unit: "bytes", Enter: [3]float64{0.8, 0.9, 0.95},
@@ -135,6 +137,7 @@ func (p *plant) observeAll(t *testing.T, mp *sdkmetric.MeterProvider, opts ...Op
 		second(ObserveThrottles(meter, ts, opts...)),
 		second(ObserveBudget(meter, p.budget, opts...)),
 		second(ObserveProbes(meter, p.probes, opts...)),
+		second(ObserveConnsGone(meter, p.gone, opts...)),
 		second(ObserveConfig(meter, p.reloader, p.admin, opts...)),
 		second(ObserveOverload(meter, p.overload, opts...)),
 	} {
@@ -153,7 +156,7 @@ func (p *plant) prometheusRegistry(t *testing.T) *prometheus.Registry {
 	tc.AddGroup(p.throttles)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(leveeprom.NewAdmitCollector(p.ctl), p.promEv, tc, leveeprom.NewBudgetCollector(p.budget),
-		leveeprom.NewProbeCollector(p.probes), leveeprom.NewConfigCollector(p.reloader, p.admin),
+		leveeprom.NewProbeCollector(p.probes), leveeprom.NewConnCollector(p.gone), leveeprom.NewConfigCollector(p.reloader, p.admin),
 		leveeprom.NewOverloadCollector(p.overload))
 	return reg
 }
@@ -410,6 +413,7 @@ func TestErrors(t *testing.T) {
 		{"nil events", second(ObserveEvents(meter, nil)), "nil Events"},
 		{"nil throttles", second(ObserveThrottles(meter, nil)), "nil Throttles"},
 		{"nil probes", second(ObserveProbes(meter, nil)), "nil count"},
+		{"nil connections", second(ObserveConnsGone(meter, nil)), "nil count"},
 		{"nil reloader", second(ObserveConfig(meter, nil, nil)), "nil Reloader"},
 		{"reserved attribute", second(ObserveAdmit(meter, ctl, WithAttributes(attribute.String("signal", "x")))), `"signal"`},
 		{"reserved attribute on a budget", second(ObserveBudget(meter, nil, WithAttributes(attribute.String("kind", "x")))), `"kind"`},

@@ -63,6 +63,7 @@
 // Handler.Probes or leveegrpc's Server.Probes):
 //
 //	levee_health_probes_total                       counter  probes passed through without admission
+//	levee_connections_gone_total                    counter  connections closed unread at accept: the peer had gone
 //
 // Admission state changes (EventCollector, fed by admit.WithObserver):
 //

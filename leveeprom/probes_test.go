@@ -30,3 +30,23 @@ levee_health_probes_total{server="api"} 2
 		t.Error(err)
 	}
 }
+
+func TestConnCollector(t *testing.T) {
+	var n uint64 = 3
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(leveeprom.NewConnCollector(func() uint64 { return n }))
+	want := `
+# HELP levee_connections_gone_total Connections closed unread at accept: their peer had closed them while they waited in the accept queue.
+# TYPE levee_connections_gone_total counter
+levee_connections_gone_total 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "levee_connections_gone_total"); err != nil {
+		t.Error(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("NewConnCollector(nil) did not panic")
+		}
+	}()
+	leveeprom.NewConnCollector(nil)
+}

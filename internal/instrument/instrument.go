@@ -149,10 +149,10 @@ var AdmitMetrics = []*Metric{
 }
 
 // All lists every metric levee exports: AdmitMetrics, StateChanges,
-// HealthProbes, ConfigMetrics, AdminMetrics, ThrottleMetrics,
+// HealthProbes, ConnsGone, ConfigMetrics, AdminMetrics, ThrottleMetrics,
 // BudgetMetrics and OverloadMetrics.
 func All() []*Metric {
-	return slices.Concat(AdmitMetrics, []*Metric{StateChanges, HealthProbes}, ConfigMetrics, AdminMetrics, ThrottleMetrics, BudgetMetrics, OverloadMetrics)
+	return slices.Concat(AdmitMetrics, []*Metric{StateChanges, HealthProbes, ConnsGone}, ConfigMetrics, AdminMetrics, ThrottleMetrics, BudgetMetrics, OverloadMetrics)
 }
 
 // admitReasons are the reasons the admission controller rejects with;

@@ -236,8 +236,9 @@ func TestReadServer(t *testing.T) {
 		ReadConfig(Reloads{Generation: 3, Applied: 2, Rejected: 1, Unchanged: 4, Changes: 5, AppliedAt: at, LastOK: true, Overrides: 1}, e)
 		ReadAdmin(6, 7, e)
 		ReadProbes(8, e)
+		ReadConnsGone(9, e)
 	})
-	checkReadings(t, got, slices.Concat(ConfigMetrics, AdminMetrics, []*Metric{HealthProbes}))
+	checkReadings(t, got, slices.Concat(ConfigMetrics, AdminMetrics, []*Metric{HealthProbes, ConnsGone}))
 	want := map[string]float64{
 		"levee_config_reloads_total[applied]":      2,
 		"levee_config_reloads_total[rejected]":     1,
@@ -250,6 +251,7 @@ func TestReadServer(t *testing.T) {
 		"levee_admin_unauthorized_total[]":         6,
 		"levee_admin_changes_total[]":              7,
 		"levee_health_probes_total[]":              8,
+		"levee_connections_gone_total[]":           9,
 	}
 	for _, r := range got {
 		k := r.m.Name + "[" + strings.Join(r.lv, ",") + "]"

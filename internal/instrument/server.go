@@ -10,6 +10,15 @@ var HealthProbes = &Metric{Name: "levee_health_probes_total", Unit: unitRequests
 // ReadProbes gives the probe count n to emit.
 func ReadProbes(n uint64, emit Emit) { emit(HealthProbes, float64(n)) }
 
+// ConnsGone counts the connections a server closed unread at their
+// accept because their peer had closed them while they waited in the
+// kernel's accept queue (leveehttp.Listener).
+var ConnsGone = &Metric{Name: "levee_connections_gone_total", Unit: "{connection}", Kind: Counter,
+	Help: "Connections closed unread at accept: their peer had closed them while they waited in the accept queue."}
+
+// ReadConnsGone gives the count n of connections closed unread to emit.
+func ReadConnsGone(n uint64, emit Emit) { emit(ConnsGone, float64(n)) }
+
 // The configuration's and the admin endpoint's metrics (ConfigMetrics and
 // AdminMetrics list them).
 var (
