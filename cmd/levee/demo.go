@@ -178,6 +178,9 @@ func serverLine(r demoRun) string {
 	if name, share := backend.Dominant(r.server.ShedBy); name != "" {
 		line += fmt.Sprintf(", shedding driven by %s (%.0f%%)", name, 100*share)
 	}
+	if n := r.server.ConnsGone; n > 0 {
+		line += fmt.Sprintf("; %d connections closed unread, their client gone before the accept", n)
+	}
 	line += fmt.Sprintf("; used %.1fs of CPU, waited %.1fs for one", r.server.CPU.Seconds(), r.server.RunDelay.Seconds())
 	if r.server.MaxStall > 0 {
 		line += fmt.Sprintf("; its timers ran late for %.1fs (longest gap %v)", r.server.Stalled.Seconds(), r.server.MaxStall.Round(time.Millisecond))

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -92,5 +93,38 @@ func TestDominant(t *testing.T) {
 func TestNewUnknownProtection(t *testing.T) {
 	if _, err := New(Options{Protection: "magic"}); err == nil {
 		t.Error("New(magic) err = nil, want an error")
+	}
+}
+
+// TestReportConnsGone: a levee backend reports the connections its
+// listener closed unread, their peer gone before the accept.
+func TestReportConnsGone(t *testing.T) {
+	srv, err := New(Options{Protection: Levee, Work: NewWork(time.Microsecond), Start: time.Now(), Horizon: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	hs := &http.Server{}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln, hs) }()
+	defer func() {
+		hs.Close()
+		<-served
+	}()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := srv.Report().ConnsGone; got != 1 {
+		t.Errorf("ConnsGone %d after one connection closed before its accept, want 1", got)
 	}
 }

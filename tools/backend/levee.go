@@ -50,6 +50,11 @@ func (s *Server) Serve(ln net.Listener, hs *http.Server) error {
 	}
 	if s.listen != nil {
 		ln = s.listen(ln)
+		if g, ok := ln.(interface{ Gone() uint64 }); ok {
+			s.mu.Lock()
+			s.gone = g
+			s.mu.Unlock()
+		}
 	}
 	return hs.Serve(ln)
 }

@@ -57,6 +57,7 @@ type Server struct {
 	ctrl        *admit.Controller
 	loops       []func(context.Context)
 	listen      func(net.Listener) net.Listener
+	gone        interface{ Gone() uint64 } // the listener's count of connections closed unread, nil when none; under mu
 	connContext connContextFunc
 
 	mu     sync.Mutex
@@ -275,6 +276,9 @@ type Report struct {
 	// ErrorLog; ServerErrors counts everything it logged there by kind.
 	Panics       int64            `json:"panics"`
 	ServerErrors map[string]int64 `json:"server_errors,omitempty"`
+	// ConnsGone counts the connections the listener closed unread at
+	// their accept, their peer gone (leveehttp.Listener; levee only).
+	ConnsGone uint64 `json:"conns_gone,omitempty"`
 }
 
 // Report returns the server's counters so far.
@@ -289,6 +293,11 @@ func (s *Server) Report() Report {
 		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	r.RunDelay = runDelay()
+	s.mu.Lock()
+	if s.gone != nil {
+		r.ConnsGone = s.gone.Gone()
+	}
+	s.mu.Unlock()
 	if s.ctrl == nil {
 		return r
 	}
