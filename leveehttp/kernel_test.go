@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/internal/nettest"
 )
 
 // oneListener hands out the connections it is given, then io.EOF.
@@ -107,14 +108,7 @@ func TestAcceptPeerGone(t *testing.T) {
 	defer raw.Close()
 	l := Listener(raw).(*stampListener)
 	const head = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
-	dead, err := net.Dial("tcp", raw.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dead.Write([]byte(head)); err != nil {
-		t.Fatal(err)
-	}
-	dead.Close()
+	nettest.QueueGone(t, raw.Addr().String(), head)
 	live, err := net.Dial("tcp", raw.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -195,11 +189,7 @@ func TestProtectCountsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer raw.Close()
-	dead, err := net.Dial("tcp", raw.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead.Close()
+	nettest.QueueGone(t, raw.Addr().String(), "")
 	live, err := net.Dial("tcp", raw.Addr().String())
 	if err != nil {
 		t.Fatal(err)

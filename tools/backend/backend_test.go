@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/levee-dev/levee/internal/nettest"
 	"github.com/levee-dev/levee/tools/load"
 )
 
@@ -107,11 +108,7 @@ func TestReportConnsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead.Close()
+	nettest.QueueGone(t, ln.Addr().String(), "")
 	hs := &http.Server{}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln, hs) }()
