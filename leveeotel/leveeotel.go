@@ -90,12 +90,7 @@ func ObserveBudget(meter metric.Meter, b *retry.Budget, opts ...Option) (metric.
 // levee_health_probes_total: the health and readiness requests a server
 // let through without admission, for example (*leveehttp.Handler).Probes.
 func ObserveProbes(meter metric.Meter, probes func() uint64, opts ...Option) (metric.Registration, error) {
-	if probes == nil {
-		return nil, errors.New("leveeotel: ObserveProbes with a nil count")
-	}
-	return observe(meter, []*instrument.Metric{instrument.HealthProbes}, func(emit instrument.Emit) {
-		instrument.ReadProbes(probes(), emit)
-	}, opts)
+	return observeCount(meter, "ObserveProbes", instrument.HealthProbes, probes, instrument.ReadProbes, opts)
 }
 
 // ObserveConnsGone observes the count gone returns as
@@ -103,12 +98,16 @@ func ObserveProbes(meter metric.Meter, probes func() uint64, opts ...Option) (me
 // their accept because their peer had closed them while they waited in
 // the accept queue, for example the Gone method of a leveehttp.Listener.
 func ObserveConnsGone(meter metric.Meter, gone func() uint64, opts ...Option) (metric.Registration, error) {
-	if gone == nil {
-		return nil, errors.New("leveeotel: ObserveConnsGone with a nil count")
+	return observeCount(meter, "ObserveConnsGone", instrument.ConnsGone, gone, instrument.ReadConnsGone, opts)
+}
+
+// observeCount observes one count n reads as m (ObserveProbes,
+// ObserveConnsGone).
+func observeCount(meter metric.Meter, name string, m *instrument.Metric, n func() uint64, read func(uint64, instrument.Emit), opts []Option) (metric.Registration, error) {
+	if n == nil {
+		return nil, errors.New("leveeotel: " + name + " with a nil count")
 	}
-	return observe(meter, []*instrument.Metric{instrument.ConnsGone}, func(emit instrument.Emit) {
-		instrument.ReadConnsGone(gone(), emit)
-	}, opts)
+	return observe(meter, []*instrument.Metric{m}, func(emit instrument.Emit) { read(n(), emit) }, opts)
 }
 
 // ObserveConfig observes a config.Reloader's reload counters and, when

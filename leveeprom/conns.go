@@ -1,10 +1,6 @@
 package leveeprom
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/levee-dev/levee/internal/instrument"
-)
+import "github.com/levee-dev/levee/internal/instrument"
 
 // ConnCollector exports the connections a server closed unread at their
 // accept because their peer had closed them while they waited in the
@@ -13,25 +9,11 @@ import (
 // the server even accepts them: the accept queue is longer than their
 // patience. It reads the count when scraped and adds nothing to the
 // request path; it is safe for concurrent use.
-type ConnCollector struct {
-	d    descs
-	gone func() uint64
-}
+type ConnCollector struct{ counter }
 
 // NewConnCollector returns a collector of the count gone returns, for
 // example the Gone method of a leveehttp.Listener. Register one per
 // server, telling several apart with WithConstLabels. A nil gone panics.
 func NewConnCollector(gone func() uint64, opts ...Option) *ConnCollector {
-	if gone == nil {
-		panic("leveeprom: NewConnCollector with a nil count")
-	}
-	return &ConnCollector{d: newDescs([]*instrument.Metric{instrument.ConnsGone}, opts), gone: gone}
-}
-
-// Describe implements prometheus.Collector.
-func (c *ConnCollector) Describe(ch chan<- *prometheus.Desc) { c.d.describe(ch) }
-
-// Collect implements prometheus.Collector.
-func (c *ConnCollector) Collect(ch chan<- prometheus.Metric) {
-	instrument.ReadConnsGone(c.gone(), c.d.emitTo(ch))
+	return &ConnCollector{newCounter("NewConnCollector", instrument.ConnsGone, gone, instrument.ReadConnsGone, opts)}
 }

@@ -1,10 +1,6 @@
 package leveeprom
 
-import (
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/levee-dev/levee/internal/instrument"
-)
+import "github.com/levee-dev/levee/internal/instrument"
 
 // ProbeCollector exports the health and readiness requests a server let
 // through without admission: leveehttp's Handler.Probes (GET or HEAD on its
@@ -14,25 +10,11 @@ import (
 // orchestrator sends says someone uses the exemption. It reads the count
 // when scraped and adds nothing to the request path; it is safe for
 // concurrent use.
-type ProbeCollector struct {
-	d      descs
-	probes func() uint64
-}
+type ProbeCollector struct{ counter }
 
 // NewProbeCollector returns a collector of the count probes returns, for
 // example (*leveehttp.Handler).Probes. Register one per server, telling
 // several apart with WithConstLabels. A nil probes panics.
 func NewProbeCollector(probes func() uint64, opts ...Option) *ProbeCollector {
-	if probes == nil {
-		panic("leveeprom: NewProbeCollector with a nil count")
-	}
-	return &ProbeCollector{d: newDescs([]*instrument.Metric{instrument.HealthProbes}, opts), probes: probes}
-}
-
-// Describe implements prometheus.Collector.
-func (c *ProbeCollector) Describe(ch chan<- *prometheus.Desc) { c.d.describe(ch) }
-
-// Collect implements prometheus.Collector.
-func (c *ProbeCollector) Collect(ch chan<- prometheus.Metric) {
-	instrument.ReadProbes(c.probes(), c.d.emitTo(ch))
+	return &ProbeCollector{newCounter("NewProbeCollector", instrument.HealthProbes, probes, instrument.ReadProbes, opts)}
 }
