@@ -4,26 +4,30 @@ package nettest
 
 import (
 	"net"
-
-	"golang.org/x/sys/unix"
+	"syscall"
+	"unsafe"
 )
 
 // finAcked reports whether c's FIN was acknowledged (TCP_FIN_WAIT2 or
-// later), reading the state with getsockopt(TCP_INFO).
+// later), reading the state with getsockopt(TCP_INFO). The call is made
+// through the standard library's syscall package: nettest is a leaf of
+// levee's core and stays standard-library only.
 func finAcked(c *net.TCPConn) bool {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return true
 	}
-	var state uint8
+	var info syscall.TCPInfo
 	ok := false
 	_ = rc.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			state, ok = info.State, true
-		}
+		size := uint32(unsafe.Sizeof(info))
+		_, _, errno := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd,
+			syscall.IPPROTO_TCP, syscall.TCP_INFO,
+			uintptr(unsafe.Pointer(&info)), uintptr(unsafe.Pointer(&size)), 0)
+		ok = errno == 0
 	})
 	// include/net/tcp_states.h: before the peer acknowledges the FIN the
 	// socket is ESTABLISHED (not yet sent) or FIN_WAIT1.
 	const established, finWait1 = 1, 4
-	return !ok || state != established && state != finWait1
+	return !ok || info.State != established && info.State != finWait1
 }
