@@ -2,7 +2,9 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"math"
 	"net"
@@ -42,6 +44,11 @@ type Options struct {
 	Extra map[string]Wrap
 	// Levee sets up the Levee protection beyond its defaults.
 	Levee LeveeOptions
+	// Trace, if set (Levee protection only), receives the controller's
+	// snapshot every 50 ms as one JSON TraceLine a line: the per-period
+	// view the Report's 100 ms maxima hide (a target cut and how long it
+	// took to come back, a Step that ran late).
+	Trace io.Writer
 }
 
 // Server is the backend service: the application handler, optionally
@@ -73,6 +80,9 @@ type Server struct {
 	stalled, maxStall time.Duration
 
 	errs *ErrorLog
+
+	traceMu  sync.Mutex
+	traceErr error // the first failed write to Options.Trace
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -166,8 +176,7 @@ func (s *Server) watch(ctx context.Context) {
 
 const trackPeriod = 50 * time.Millisecond
 
-// track samples the controller's snapshot and charges each period spent
-// shedding to the signal furthest above its target.
+// track samples the controller's snapshot every trackPeriod.
 func (s *Server) track(ctx context.Context) {
 	t := time.NewTicker(trackPeriod)
 	defer t.Stop()
@@ -176,35 +185,76 @@ func (s *Server) track(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			snap := s.ctrl.Snapshot()
-			snap.ShedLevel, snap.Load = finite(snap.ShedLevel, 0), finite(snap.Load, 0)
-			snap.AdmitFraction, snap.CapacityRPS = finite(snap.AdmitFraction, 1), finite(snap.CapacityRPS, 0)
-			i := int(now.Sub(s.opts.Start) / s.Stats.res)
-			if i < 0 || i >= len(s.levels) {
-				continue
-			}
-			s.mu.Lock()
-			s.levels[i] = max(s.levels[i], snap.ShedLevel)
-			s.loads[i] = max(s.loads[i], snap.Load)
-			s.admitF[i] = min(s.admitF[i], snap.AdmitFraction)
-			s.capRPS[i] = snap.CapacityRPS
-			s.runB[i] = max(s.runB[i], float64(snap.RunBound))
-			s.runW[i] = max(s.runW[i], float64(snap.Waiting))
-			MaxSignals(s.sigs, len(s.levels), i, snap.Signals)
-			if snap.ShedLevel > 0 {
-				name, best := "", -1.0
-				for _, sig := range snap.Signals {
-					if r := finite(sig.Value/sig.Target, 0); sig.Target > 0 && r > best {
-						name, best = sig.Name, r
-					}
-				}
-				if name == "" {
-					name = "unknown"
-				}
-				s.shedBy[name] += trackPeriod
-			}
-			s.mu.Unlock()
+			s.sample(now)
 		}
+	}
+}
+
+// sample takes one sample of the controller's snapshot at now: the per
+// bucket maxima of the Report, the time spent shedding charged to the
+// signal furthest above its target, and a line of Options.Trace.
+func (s *Server) sample(now time.Time) {
+	snap := s.ctrl.Snapshot()
+	s.trace(now, snap)
+	snap.ShedLevel, snap.Load = finite(snap.ShedLevel, 0), finite(snap.Load, 0)
+	snap.AdmitFraction, snap.CapacityRPS = finite(snap.AdmitFraction, 1), finite(snap.CapacityRPS, 0)
+	i := int(now.Sub(s.opts.Start) / s.Stats.res)
+	if i < 0 || i >= len(s.levels) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.levels[i] = max(s.levels[i], snap.ShedLevel)
+	s.loads[i] = max(s.loads[i], snap.Load)
+	s.admitF[i] = min(s.admitF[i], snap.AdmitFraction)
+	s.capRPS[i] = snap.CapacityRPS
+	s.runB[i] = max(s.runB[i], float64(snap.RunBound))
+	s.runW[i] = max(s.runW[i], float64(snap.Waiting))
+	MaxSignals(s.sigs, len(s.levels), i, snap.Signals)
+	if snap.ShedLevel > 0 {
+		name, best := "", -1.0
+		for _, sig := range snap.Signals {
+			if r := finite(sig.Value/sig.Target, 0); sig.Target > 0 && r > best {
+				name, best = sig.Name, r
+			}
+		}
+		if name == "" {
+			name = "unknown"
+		}
+		s.shedBy[name] += trackPeriod
+	}
+}
+
+// TraceLine is one line of Options.Trace: a sample of the controller's
+// snapshot, with the process's CPU time and its threads' wait for a CPU
+// in the kernel at the same instant (both cumulative), so that a reader
+// can tell a controller starved of its CPU from one that chose to idle.
+type TraceLine struct {
+	// At is the sample's time since Options.Start, in seconds.
+	At       float64        `json:"t_s"`
+	CPU      float64        `json:"cpu_s"`
+	RunDelay float64        `json:"run_delay_s"`
+	Snapshot admit.Snapshot `json:"snapshot"`
+}
+
+// trace writes snap as one TraceLine to Options.Trace; the first write
+// that fails ends the trace and is reported by Report.TraceErr.
+func (s *Server) trace(now time.Time, snap admit.Snapshot) {
+	if s.opts.Trace == nil {
+		return
+	}
+	s.traceMu.Lock()
+	defer s.traceMu.Unlock()
+	if s.traceErr != nil {
+		return
+	}
+	line := TraceLine{At: now.Sub(s.opts.Start).Seconds(), CPU: processCPU().Seconds(), RunDelay: runDelay().Seconds(), Snapshot: snap}
+	b, err := json.Marshal(line)
+	if err == nil {
+		_, err = s.opts.Trace.Write(append(b, '\n'))
+	}
+	if err != nil {
+		s.traceErr = fmt.Errorf("backend: snapshot trace: %w", err)
 	}
 }
 
@@ -279,6 +329,8 @@ type Report struct {
 	// ConnsGone counts the connections the listener closed unread at
 	// their accept, their peer gone (leveehttp.Listener; levee only).
 	ConnsGone uint64 `json:"conns_gone,omitempty"`
+	// TraceErr is why the snapshot trace (Options.Trace) stopped early.
+	TraceErr string `json:"trace_err,omitempty"`
 }
 
 // Report returns the server's counters so far.
@@ -288,11 +340,13 @@ func (s *Server) Report() Report {
 	s.mu.Lock()
 	r.Stalled, r.MaxStall = s.stalled, s.maxStall
 	s.mu.Unlock()
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		r.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
+	r.CPU = processCPU()
 	r.RunDelay = runDelay()
+	s.traceMu.Lock()
+	if s.traceErr != nil {
+		r.TraceErr = s.traceErr.Error()
+	}
+	s.traceMu.Unlock()
 	s.mu.Lock()
 	if s.gone != nil {
 		r.ConnsGone = s.gone.Gone()
@@ -352,6 +406,16 @@ func Dominant(shedBy map[string]float64) (string, float64) {
 		return "", 0
 	}
 	return best, bv / total
+}
+
+// processCPU is the CPU time this process used (user + system), 0 where
+// getrusage fails.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // runDelay sums the kernel's run-queue wait over the process's threads

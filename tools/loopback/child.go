@@ -74,7 +74,8 @@ type backendConfig struct {
 	Protection string               `json:"protection"`
 	Work       time.Duration        `json:"work"`
 	Levee      backend.LeveeOptions `json:"levee"`
-	Limit      time.Duration        `json:"limit"` // hard limit on the child's life
+	Limit      time.Duration        `json:"limit"`           // hard limit on the child's life
+	Trace      string               `json:"trace,omitempty"` // Config.SnapshotTrace
 }
 
 // Ready is what a backend child says once it serves: its address, its
@@ -255,6 +256,16 @@ func PinSelf(cpu int) error {
 
 func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 	work := backend.NewWork(cfg.Work)
+	var trace io.Writer
+	if cfg.Trace != "" {
+		f, err := os.Create(cfg.Trace)
+		if err != nil {
+			out.send("error", err.Error())
+			return 1
+		}
+		defer f.Close()
+		trace = f
+	}
 	srv, err := backend.New(backend.Options{
 		Protection: cfg.Protection,
 		Work:       work,
@@ -262,6 +273,7 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 		Horizon:    cfg.Limit + time.Minute,
 		Extra:      extra,
 		Levee:      cfg.Levee,
+		Trace:      trace,
 	})
 	if err != nil {
 		out.send("error", err.Error())
@@ -279,7 +291,10 @@ func runBackend(cfg backendConfig, pinned string, out *childOut) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go srv.Run(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); srv.Run(ctx) }()
+	// The trace file is closed (deferred above) after Run has returned.
+	defer func() { cancel(); <-ran }()
 	go func() { _ = srv.Serve(ln, hs) }()
 	out.send("ready", Ready{Addr: ln.Addr().String(), Work: work, GOMAXPROCS: runtime.GOMAXPROCS(0), Pinned: pinned})
 	if err := syscall.SetNonblock(0, true); err != nil {

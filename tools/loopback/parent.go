@@ -62,6 +62,10 @@ type Config struct {
 	// TraceCPU, if above 0, reads the backend's CPU time from /proc every
 	// TraceCPU for the run (Result.CPU).
 	TraceCPU time.Duration
+	// SnapshotTrace, if set, is a file the backend writes its
+	// controller's snapshot to every 50 ms, one backend.TraceLine a line
+	// (levee protection only; created, or truncated).
+	SnapshotTrace string
 }
 
 // Result is one run's outcome, client and server side.
@@ -264,7 +268,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// its timer goroutine gets the CPU again, which can take tens of seconds
 	// behind a run queue of CPU-bound handlers.
 	limit := 2*(scheduleLength(cfg.Phases)+cfg.Drain) + 60*time.Second
-	be, ready, err := startBackend(ctx, pl.Backend, backendConfig{Protection: cfg.Protection, Work: cfg.Work, Levee: cfg.Levee, Limit: limit})
+	be, ready, err := startBackend(ctx, pl.Backend, backendConfig{Protection: cfg.Protection, Work: cfg.Work, Levee: cfg.Levee, Limit: limit, Trace: cfg.SnapshotTrace})
 	if err != nil {
 		return nil, err
 	}
