@@ -54,7 +54,11 @@
 //	        tenant stage cuts; never a rank or tenant A leaves whole
 //	  shedding: A ← A·min((est·corr/A)^0.35, 1.1), est = admitted ÷ load over the two
 //	        periods the reading reflects (arrival noise cancels), corr ← corr·load^-0.01;
-//	        below target A is never cut
+//	        below target A is never cut; while a queue before the handlers
+//	        binds (a delay signal that watches no bottleneck) and reads less
+//	        than the period before, A is held: the backlog drains at what is
+//	        admitted, and a delay says how long the queue is, not by how much
+//	        the rate is over
 //	  a drain the signal does not confirm within its lag ends; once the signal
 //	        has read below half its target for longer than its lag, A rises
 //	        up to 1.5× a period instead of 1.1×

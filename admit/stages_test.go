@@ -305,6 +305,32 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("target %.1f → %.1f at load 1.25, want a cut", s.target, s2.target)
 		}
 	})
+	t.Run("a queue's delay falling holds the target; rising, or a bottleneck's, cuts", func(t *testing.T) {
+		// A delay binds (scheduler latency at 2.5× its target, the CPU at
+		// 0.8 of its own): after a cut the backlog drains and the
+		// reading falls, 3 → 2.5. Cut again for it, the target would
+		// fall below the capacity once the queue is gone.
+		s := law{capEst: 1000, shedding: true, target: 600, corr: 1, admCnt: [2]float64{30, 30}, prevLoad: 2, lastLoad: 3}
+		in := lawIn{dt: testDt, load: 2.5, prop: 0.8, R: 3000, admRate: 600, admitted: 600}
+		if s2, _ := s.step(in); s2.target != s.target {
+			t.Errorf("falling queue delay: target %.1f → %.1f, want it held", s.target, s2.target)
+		}
+		rising := in
+		rising.load = 3.5
+		if s2, _ := s.step(rising); s2.target >= s.target {
+			t.Errorf("rising queue delay: target %.1f → %.1f, want a cut", s.target, s2.target)
+		}
+		pool := in
+		pool.bottleneck = 160
+		if s2, _ := s.step(pool); s2.target >= s.target {
+			t.Errorf("a dependency's delay falling: target %.1f → %.1f, want a cut (the capacity fell)", s.target, s2.target)
+		}
+		busy := in
+		busy.prop = 2.4
+		if s2, _ := s.step(busy); s2.target >= s.target {
+			t.Errorf("falling delay with the CPU as far over: target %.1f → %.1f, want a cut by the utilisation", s.target, s2.target)
+		}
+	})
 	t.Run("episode ends after the hold with nothing to shed", func(t *testing.T) {
 		hold := int64(episodeHold)
 		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, epStart: 0, lastShed: 2 * int64(time.Second)}
