@@ -195,7 +195,7 @@ func (s *Server) track(ctx context.Context) {
 // signal furthest above its target, and a line of Options.Trace.
 func (s *Server) sample(now time.Time) {
 	snap := s.ctrl.Snapshot()
-	s.trace(now, snap)
+	s.trace(snap)
 	snap.ShedLevel, snap.Load = finite(snap.ShedLevel, 0), finite(snap.Load, 0)
 	snap.AdmitFraction, snap.CapacityRPS = finite(snap.AdmitFraction, 1), finite(snap.CapacityRPS, 0)
 	i := int(now.Sub(s.opts.Start) / s.Stats.res)
@@ -237,9 +237,12 @@ type TraceLine struct {
 	Snapshot admit.Snapshot `json:"snapshot"`
 }
 
-// trace writes snap as one TraceLine to Options.Trace; the first write
-// that fails ends the trace and is reported by Report.TraceErr.
-func (s *Server) trace(now time.Time, snap admit.Snapshot) {
+// trace writes snap as one TraceLine to Options.Trace, stamped when it
+// is written (a tick's own time says when it was due: under load the
+// sampler runs late, and the CPU read with it is read when it runs); the
+// first write that fails ends the trace and is reported by
+// Report.TraceErr.
+func (s *Server) trace(snap admit.Snapshot) {
 	if s.opts.Trace == nil {
 		return
 	}
@@ -248,7 +251,7 @@ func (s *Server) trace(now time.Time, snap admit.Snapshot) {
 	if s.traceErr != nil {
 		return
 	}
-	line := TraceLine{At: now.Sub(s.opts.Start).Seconds(), CPU: processCPU().Seconds(), RunDelay: runDelay().Seconds(), Snapshot: snap}
+	line := TraceLine{At: time.Since(s.opts.Start).Seconds(), CPU: processCPU().Seconds(), RunDelay: runDelay().Seconds(), Snapshot: snap}
 	b, err := json.Marshal(line)
 	if err == nil {
 		_, err = s.opts.Trace.Write(append(b, '\n'))

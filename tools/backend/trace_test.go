@@ -39,8 +39,8 @@ func TestSnapshotTrace(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("%d lines, want 2 (one a sample)", len(lines))
 	}
-	if lines[0].At != 0.05 || lines[1].At != 0.1 {
-		t.Errorf("times %v, %v; want 0.05 and 0.1 s after Start", lines[0].At, lines[1].At)
+	if !(lines[0].At > 0 && lines[1].At >= lines[0].At) {
+		t.Errorf("times %v, %v; want increasing times after Start", lines[0].At, lines[1].At)
 	}
 	var admitted uint64
 	for _, n := range lines[1].Snapshot.Admitted {
