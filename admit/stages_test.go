@@ -263,6 +263,23 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("started %v target %.0f drain %.1f capEst %.0f, want an episode at 160 draining %.0f, the learned capacity kept", out.started, s.target, s.drain, s.capEst, backlog)
 		}
 	})
+	t.Run("a queue binding beside a busy utilisation enters at the capacity", func(t *testing.T) {
+		// The scheduler latency reads 2.5× its target while the CPU
+		// reads 0.9 of its own, and the arrivals counted show no flood
+		// (a flood read late): the capacity learned before holds; the
+		// delay says "over", not by how much. With the CPU far below
+		// its target the same delay says the process is not getting
+		// the resource it had: the target is cut.
+		for _, c := range []struct {
+			prop, want float64
+		}{{0.9, 1000}, {1.2, 1000 / 1.2}, {0.3, 500}} {
+			s, _ := lawAt(law{}, repeat(0.5, 100), 500, false)
+			s, out := s.step(lawIn{now: 100 * int64(50*time.Millisecond), dt: testDt, load: 2.5, prop: c.prop, over: true, R: 1000, admRate: 1000, admitted: 1000, degraded: true})
+			if !out.started || math.Abs(s.target-c.want) > 1e-6 {
+				t.Errorf("prop %.1f: started %v target %.1f, want an episode at %.1f", c.prop, out.started, s.target, c.want)
+			}
+		}
+	})
 	t.Run("does not shed before degradation", func(t *testing.T) {
 		s, _ := lawAt(law{capEst: 1000}, repeat(1.5, 5), 1500, false)
 		if s.shedding {
