@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,8 @@ type Server struct {
 
 	traceMu  sync.Mutex
 	traceErr error // the first failed write to Options.Trace
+	// runnableSample is runnable's metrics buffer, reused.
+	runnableSample []metrics.Sample
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -228,12 +231,16 @@ func (s *Server) sample(now time.Time) {
 // TraceLine is one line of Options.Trace: a sample of the controller's
 // snapshot, with the process's CPU time and its threads' wait for a CPU
 // in the kernel at the same instant (both cumulative), so that a reader
-// can tell a controller starved of its CPU from one that chose to idle.
+// can tell a controller starved of its CPU from one that chose to idle,
+// and the goroutines ready to run but not running (Go's run queue: on a
+// saturated server, mostly connections whose next request has arrived
+// and is not read yet).
 type TraceLine struct {
 	// At is the sample's time since Options.Start, in seconds.
 	At       float64        `json:"t_s"`
 	CPU      float64        `json:"cpu_s"`
 	RunDelay float64        `json:"run_delay_s"`
+	Runnable uint64         `json:"runnable"`
 	Snapshot admit.Snapshot `json:"snapshot"`
 }
 
@@ -251,7 +258,7 @@ func (s *Server) trace(snap admit.Snapshot) {
 	if s.traceErr != nil {
 		return
 	}
-	line := TraceLine{At: time.Since(s.opts.Start).Seconds(), CPU: processCPU().Seconds(), RunDelay: runDelay().Seconds(), Snapshot: snap}
+	line := TraceLine{At: time.Since(s.opts.Start).Seconds(), CPU: processCPU().Seconds(), RunDelay: runDelay().Seconds(), Runnable: s.runnable(), Snapshot: snap}
 	b, err := json.Marshal(line)
 	if err == nil {
 		_, err = s.opts.Trace.Write(append(b, '\n'))
@@ -409,6 +416,22 @@ func Dominant(shedBy map[string]float64) (string, float64) {
 		return "", 0
 	}
 	return best, bv / total
+}
+
+// runnableMetric is the runtime's count of goroutines ready to run.
+const runnableMetric = "/sched/goroutines/runnable:goroutines"
+
+// runnable reads runnableMetric (0 where the runtime does not have it).
+// Called with traceMu held.
+func (s *Server) runnable() uint64 {
+	if s.runnableSample == nil {
+		s.runnableSample = []metrics.Sample{{Name: runnableMetric}}
+	}
+	metrics.Read(s.runnableSample)
+	if v := s.runnableSample[0].Value; v.Kind() == metrics.KindUint64 {
+		return v.Uint64()
+	}
+	return 0
 }
 
 // processCPU is the CPU time this process used (user + system), 0 where

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"runtime/metrics"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,13 @@ func TestSnapshotTrace(t *testing.T) {
 	}
 	if e := srv.Report().TraceErr; e != "" {
 		t.Errorf("TraceErr = %q, want none", e)
+	}
+	known := false
+	for _, d := range metrics.All() {
+		known = known || d.Name == runnableMetric && d.Kind == metrics.KindUint64
+	}
+	if !known {
+		t.Errorf("this runtime has no %s: the trace's runnable would read 0", runnableMetric)
 	}
 }
 
