@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +20,18 @@ type demoCmd struct {
 	HTML   string        `name:"html" default:"levee-demo.html" placeholder:"FILE" help:"Write the charts to FILE (default levee-demo.html; \"\" to skip)."`
 	Repeat int           `default:"1" help:"Alternate unprotected and levee runs N times each; the table shows medians and spread."`
 	Work   time.Duration `default:"2ms" help:"CPU time the backend burns per request."`
+	Trace  string        `name:"trace" placeholder:"FILE" help:"Write the levee backend's controller snapshot every 50 ms to FILE as JSON lines (with --repeat, FILE-2, FILE-3 … for the later runs)."`
+}
+
+// tracePath is the trace file of the levee run i (from 1) of a demo run
+// with --trace file: file itself for the first, then the run's number
+// before the extension.
+func tracePath(file string, i int) string {
+	if file == "" || i == 1 {
+		return file
+	}
+	ext := filepath.Ext(file)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(file, ext), i, ext)
 }
 
 // hijack runs a re-executed child role (backend or load generator) when the
@@ -64,6 +78,15 @@ func (d demoCmd) Run(e *env) error {
 	if d.Work <= 0 || d.Work > time.Second {
 		return usagef("demo: --work %v out of (0, 1s]", d.Work)
 	}
+	// A trace file that cannot be written fails now, not after the
+	// first unprotected run.
+	for i := 1; d.Trace != "" && i <= d.Repeat; i++ {
+		f, err := os.Create(tracePath(d.Trace, i))
+		if err != nil {
+			return usagef("demo: --trace: %v", err)
+		}
+		f.Close()
+	}
 	plan := planDefault
 	if d.Quick {
 		plan = planQuick
@@ -104,6 +127,7 @@ func (d demoCmd) Run(e *env) error {
 			}
 			if prot == backend.Levee {
 				cfg.Client = loopback.Levee
+				cfg.SnapshotTrace = tracePath(d.Trace, i)
 			}
 			cfg.Progress = func(p load.Progress) {
 				fmt.Fprintf(log, "  %-8s %-6s t=%4.1fs  offered %5.0f/s  attempted %5.0f/s  goodput %5.0f/s  rejected %5.0f/s  throttled %5.0f/s  p99 %s\n",
@@ -114,6 +138,9 @@ func (d demoCmd) Run(e *env) error {
 				return fmt.Errorf("demo: run %s: %w", cfg.Name, err)
 			}
 			r := demoRun{Run: res.Run("spike"), server: res.Server}
+			if r.server.TraceErr != "" {
+				fmt.Fprintf(e.stderr, "levee demo: %s: the trace stopped early: %s\n", cfg.Name, r.server.TraceErr)
+			}
 			r.CapacityRPS = report.Round(capRPS)
 			if !d.JSON {
 				fmt.Fprintf(log, "  %s server: %s\n", cfg.Name, serverLine(r))

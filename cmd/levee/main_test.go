@@ -53,6 +53,7 @@ func TestUsageErrors(t *testing.T) {
 		{"bad seed", []string{"sim", "--seed", "abc", "avalanche"}, []string{`--seed: expected`, "Usage: levee sim"}},
 		{"help for nothing", []string{"help", "bogus"}, []string{"unexpected argument bogus", "Usage: levee help"}},
 		{"demo repeat", []string{"demo", "--repeat", "0", "--json"}, []string{"--repeat 0 out of [1, 100]", "Usage: levee demo"}},
+		{"demo trace unwritable", []string{"demo", "--trace", "/nonexistent-levee-dir/t.jsonl"}, []string{"--trace: open /nonexistent-levee-dir/t.jsonl", "Usage: levee demo"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,5 +232,25 @@ func TestDemoJSONGolden(t *testing.T) {
 	strict(t, b.Bytes(), &r)
 	if r.Tool != "demo" || r.Trigger != "spike" || len(r.Notes) != 1 {
 		t.Errorf("demo report: tool %q trigger %q notes %v", r.Tool, r.Trigger, r.Notes)
+	}
+}
+
+// TestTracePath checks the demo's trace file names: the first levee run
+// writes the file asked for, the later ones number theirs before the
+// extension.
+func TestTracePath(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		i    int
+		want string
+	}{
+		{"", 2, ""},
+		{"t.jsonl", 1, "t.jsonl"},
+		{"t.jsonl", 3, "t-3.jsonl"},
+		{"dir.d/trace", 2, "dir.d/trace-2"},
+	} {
+		if got := tracePath(c.file, c.i); got != c.want {
+			t.Errorf("tracePath(%q, %d) = %q, want %q", c.file, c.i, got, c.want)
+		}
 	}
 }
