@@ -48,7 +48,7 @@
 //	        pool), A = what it completes (its Capacity, else the handlers' completion
 //	        rate); when a queue before the handlers binds while the utilisation
 //	        reads ≥ 0.8 of its target (the process has its CPU and uses it: a
-//	        flood read late), A = K ÷ max(utilisation, 1) — and first drain
+//	        flood read late), the divisor is max(utilisation, 1), not the load — and first drain
 //	        the backlog the flood built before the signal showed it (model:
 //	        backlog shrinks by K − admitted; the saturated signal is not integrated),
 //	        shedding more only where A already sheds: the ladder's partly shed

@@ -9,7 +9,7 @@ import (
 
 // busyProp is the utilisation reading (÷ its target) above which a process
 // whose queue binds is taken to have its resource and to use it: an
-// episode it starts aims at the capacity learned before (enter).
+// episode it starts divides by that reading, not by the delay's (enter).
 const busyProp = 0.8
 
 // law is the state of the control law (see doc.go): the capacity it has
@@ -153,34 +153,33 @@ func (s law) enter(in lawIn) law {
 		s.target = s.capEst
 		return s.startDrain(s.capEst)
 	}
-	if in.bottleneck == 0 && s.capEst > 0 && in.prop < 0.9*in.load && in.prop >= busyProp {
-		// A queue before the handlers binds (queueing delay, scheduler
-		// latency) while the utilisation says the process has its
-		// resource and uses nearly all of it: what was admitted fits
-		// the capacity learned before, and the queue is a flood read
-		// late — a saturated process reads its connections behind the
-		// handlers it runs, so the arrivals it has counted are a
-		// fraction of those waiting, and none of the signals that
-		// measure arrivals saw a flood. Aim at the capacity (less what
-		// the utilisation reads over) and drain what was admitted above
-		// it; after the drain a delay reporting that backlog is held
-		// (steer). Dividing by the delay, as below, cut a one-core
-		// server's target from 382 to 214 requests/s at a 3× onset and
-		// left the core at 0.2–0.6 for most of a second (traced on
-		// loopback).
-		s.target = s.capEst / max(in.prop, 1)
-		return s.startDrain(s.capEst)
-	}
-	// A delay signal is not proportional to the admitted rate: a spike
-	// of it says "over", not by how much. Clamp as the law does.
-	base := in.admRate
+	// The divisor: a delay signal is not proportional to the admitted
+	// rate — a spike of it says "over", not by how much — so it is
+	// clamped as the law clamps it. But when a queue before the handlers
+	// binds (queueing delay, scheduler latency) while a utilisation reads
+	// at least busyProp of its target, the process has its resource and
+	// uses nearly all of it: what was admitted fits, and the queue is a
+	// flood read late — a saturated process reads its connections behind
+	// the handlers it runs, so the arrivals it counted are a fraction of
+	// those waiting and no signal that measures arrivals saw a flood.
+	// Then the capacity is divided by the proportional reading. Dividing by the delay cut a one-core server's target from
+	// 382 to 214 requests/s at a 3× onset and left the core at 0.2–0.6
+	// for most of a second (traced on loopback). (A bottleneck's delay
+	// entered above; without a utilisation signal prop is the load.)
+	base, div := in.admRate, min(in.load, maxLoad)
 	if s.capEst > 0 {
 		// The admitted rate reads low when the flood stalled the
 		// process (nothing reached the handlers for a few periods):
 		// the estimate learned before the episode is the better base.
 		base = max(base, s.capEst)
+		if in.prop < 0.9*in.load && in.prop >= busyProp {
+			// A flood read late: the capacity, by the proportional
+			// reading (what the admitted rate holds above it is the
+			// burst just read, not the service's).
+			base, div = s.capEst, max(in.prop, 1)
+		}
 	}
-	s.target = base / min(in.load, maxLoad)
+	s.target = base / div
 	if s.capEst > 0 && s.capEst < s.target {
 		s.target = s.capEst
 	}
