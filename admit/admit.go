@@ -67,8 +67,11 @@ type Quota struct {
 // Capacity() float64 method (pressure.Concurrency) watches a bottleneck:
 // when it binds, an overload episode starts from the throughput it
 // measures (or, until it has one, the rate tickets are done at), not from
-// the capacity learned while the CPU bound. Nil signals are ignored.
-// Without signals nothing is ever shed for overload (deadlines and quotas
+// the capacity learned while the CPU bound. A signal with an Unread()
+// float64 method (pressure.SchedLatency: goroutines waiting for a
+// processor) counts demand the process has not read yet; while overloaded
+// its growth is added to the arrival rate (see Snapshot.OfferedRPS). Nil
+// signals are ignored. Without signals nothing is ever shed for overload (deadlines and quotas
 // still apply).
 func WithSignals(s ...levee.Signal) Option {
 	return func(c *config) {
@@ -362,7 +365,9 @@ type Snapshot struct {
 	// their targets.
 	CapacityRPS float64
 	// OfferedRPS is the smoothed rate of requests that reached the
-	// overload stage (past deadline and quota checks).
+	// overload stage (past deadline and quota checks), and while
+	// overloaded those waiting unread (WithSignals: a signal's Unread)
+	// when they arrived, not when they were read.
 	OfferedRPS float64
 	// FairShareRPS is the per-tenant fair share (capacity ÷ active tenants)
 	// and ActiveTenants the estimated number of tenants seen over the last

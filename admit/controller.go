@@ -128,6 +128,7 @@ type Controller struct {
 	mu       sync.Mutex
 	combine  combiner
 	learners []learner // signals told when the controller sheds (signals.go)
+	unread   backlog   // the first signal that counts unread demand, or nil
 	last     int64     // the last Step (the controller's scale)
 	hasLast  bool
 	meter    meter
@@ -173,6 +174,9 @@ func New(opts ...Option) *Controller {
 		_, util[i] = s.(saturating)
 		if l, ok := s.(learner); ok {
 			c.learners = append(c.learners, l)
+		}
+		if b, ok := s.(backlog); ok && c.unread == nil {
+			c.unread = b
 		}
 	}
 	c.combine = newCombiner(util)
@@ -274,7 +278,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	}
 	cnt.completed = c.completed.Load()
 	dry := c.dry.Load()
-	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst})
+	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst, unread: c.unreadNow()})
 	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, time.Duration(dt))
 	c.sampleShift.Store(c.tenants.observe(&c.ring, c.sampleShift.Load(), now, dt, m.arrived*sec))
 
@@ -367,6 +371,20 @@ func (c *Controller) readSignals() reading {
 	r := c.combine.step(st)
 	c.loadBits.Store(math.Float64bits(r.load))
 	return r
+}
+
+// unreadNow returns the demand waiting unread (signals.go's backlog): the
+// signal's count less the handlers holding a run slot, which it counts
+// too when the scheduler has preempted them; NaN when no signal counts.
+func (c *Controller) unreadNow() float64 {
+	if c.unread == nil {
+		return math.NaN()
+	}
+	u := c.unread.Unread()
+	if math.IsNaN(u) {
+		return u
+	}
+	return max(0, u-float64(c.runq.running.Load()))
 }
 
 // bottleneck returns the throughput of the bottleneck the binding signal

@@ -37,7 +37,11 @@
 //	  load  = max over signals of value/target             (1.0 = at target)
 //	  over  = a waiting signal above target, or a utilisation above target
 //	          confirmed (signals.go), held two periods
-//	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once)
+//	  R     = arrival rate past deadline/quota checks (1 s smoothing, floods at once);
+//	          while over, plus the growth of the demand waiting unread (a
+//	          signal's Unread: goroutines waiting for a processor, which a
+//	          saturated HTTP/1 server's waiting connections are), counted
+//	          when it arrives and not again when read (meter.go)
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
 //	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
 //	        (the signal would show the flood a period or two later); until

@@ -29,6 +29,10 @@ type meter struct {
 	adm   float64                         // admitted rate, smoothed (admTau)
 	init  bool
 	flood bool // the previous period saw a flood
+	// unread is the demand taken as waiting unread at the previous Step
+	// (addUnread), rawUnread the count read then; valid when hasUnread.
+	unread, rawUnread float64
+	hasUnread         bool
 }
 
 // meterIn is one period's input to the meter.
@@ -38,6 +42,9 @@ type meterIn struct {
 	load     float64       // the signals' reading (max of value ÷ target)
 	shedding bool          // the control law is shedding
 	capEst   float64       // capacity learned so far (0: none)
+	// unread is the demand waiting unread now (signals.go's backlog;
+	// NaN: unknown).
+	unread float64
 }
 
 // meterOut is what the meter measured.
@@ -60,6 +67,66 @@ type meterOut struct {
 	// while not shedding (the signal shows it a period or two later);
 	// wasFlood: the previous period saw one too.
 	flood, wasFlood bool
+}
+
+// addUnread adds to this period's arrival rates the change of the demand
+// waiting unread, while the controller is overloaded (shedding, or the
+// signals above target). A saturated process that runs a goroutine per
+// connection reads its connections behind the handlers it runs: at a
+// flood's onset the arrivals it counts stay at what it reads (about its
+// capacity) while the rest waits unread, so a plan made from them sheds
+// nothing of what it reads, and reading stays as slow as the admitted
+// work lets it be; later the backlog is read at once, counted as a flood
+// many times the real one, and the plan refuses nearly everything for as
+// long as that count stays in the smoothed rate. Counting the unread
+// demand when it arrives (the count grows) and not again when it is read
+// (the count falls) gives the rate at which requests arrive, which is
+// what a plan needs.
+//
+// The count is a lower bound of what waits unread (a request in a
+// socket buffer behind a multiplexed connection's reader, or in the
+// accept queue, is not in it) and holds other goroutines too (handlers
+// just admitted that have not reached their run slot, background work).
+// So only its change is used, and only while overloaded: below target
+// it is a few goroutines of noise. A rise counts once it has held for
+// two Steps (the smaller of the last two counts is used), so goroutines
+// that come and go within a period (a multiplexed reader handing over a
+// batch of calls it counted already) add nothing, while a fall counts at
+// once. Over any stretch its changes sum to the count's own change, so
+// nothing it adds accumulates beyond the count.
+// The change is split between ranks as the arrivals counted this period
+// are, or as the slow shares split them when none were counted.
+func (m *meter) addUnread(rateNow *[levee.NumCriticalities]float64, in meterIn, sec float64) {
+	if math.IsNaN(in.unread) {
+		m.hasUnread = false
+		return
+	}
+	eff := in.unread
+	if m.hasUnread {
+		eff = min(eff, m.rawUnread)
+	}
+	prev, had := m.unread, m.hasUnread
+	m.unread, m.rawUnread, m.hasUnread = eff, in.unread, true
+	if !had || !(in.shedding || in.load > 1) {
+		return
+	}
+	d := (eff - prev) / sec
+	var total, shares float64
+	for r := range rateNow {
+		total += rateNow[r]
+		shares += m.share[r]
+	}
+	switch {
+	case total > 0:
+		k := max(0, total+d) / total
+		for r := range rateNow {
+			rateNow[r] *= k
+		}
+	case d > 0 && shares > 0:
+		for r := range rateNow {
+			rateNow[r] = d * m.share[r] / shares
+		}
+	}
 }
 
 // step closes one period.
@@ -86,6 +153,7 @@ func (m *meter) step(in meterIn) meterOut {
 	}
 	out.completed = float64(in.counts.completed-m.prev.completed) / sec
 	m.prev = in.counts
+	m.addUnread(&rateNow, in, sec)
 	// Arrival rates: smoothed over a second (their noise would move the
 	// ladder position every period), but a flood or a drop of a third or
 	// more is taken at once.

@@ -66,6 +66,15 @@ type bottleneck interface{ Capacity() float64 }
 // served.
 type learner interface{ SetShedding(bool) }
 
+// backlog is a signal that also counts demand the process has not read
+// yet (pressure.SchedLatency: goroutines ready to run that wait for a
+// processor, which on a saturated HTTP/1 server are mostly connections
+// whose next request has arrived). No count of arrivals sees that demand
+// until it is read, late and at once; the meter adds the count's change
+// to the arrivals while the controller is overloaded (meter.go). NaN: no
+// reading.
+type backlog interface{ Unread() float64 }
+
 // reading is the signals' verdict for one period.
 type reading struct {
 	load float64 // max over signals of value ÷ target; 0 when none reads

@@ -76,6 +76,58 @@ func TestMeterStep(t *testing.T) {
 	}
 }
 
+// TestMeterUnread: the change of the demand waiting unread (signals.go's
+// backlog) counts as arrivals while overloaded: when it arrives, not
+// again when it is read. Each case runs 40 periods of 20 CRITICAL
+// arrivals (400/s) with the unread count at 0, then one period per entry
+// of unread (the count at its Step) with counted arrivals each.
+func TestMeterUnread(t *testing.T) {
+	tests := []struct {
+		name     string
+		load     float64
+		shedding bool
+		unread   []float64
+		counted  []uint64
+		wantR    float64 // at the last Step, requests/s
+		tolR     float64
+	}{
+		{name: "demand piling up unread is counted once it holds two Steps", load: 1.3,
+			unread: []float64{60, 120}, counted: []uint64{20, 20},
+			// 20 counted + 60 more waiting, in 50 ms: 1,600/s, a jump taken at once.
+			wantR: 1600},
+		{name: "a backlog read at once is not counted again", load: 1.3, shedding: true,
+			unread: []float64{200, 200, 100}, counted: []uint64{20, 20, 120},
+			// The first Step adds nothing yet, the second the 200 (taken at
+			// once), the third 120 read less 100 no longer waiting: 20.
+			wantR: 400 + (4400-400)*math.Exp(-0.05), tolR: 0.01},
+		{name: "without the count the same backlog reads as a flood", load: 1.3, shedding: true,
+			unread: []float64{nan, nan, nan}, counted: []uint64{20, 20, 120},
+			wantR: 2400},
+		{name: "goroutines that come and go within a period add nothing", load: 1.3, shedding: true,
+			unread: []float64{100, 0}, counted: []uint64{20, 20}, wantR: 400},
+		{name: "below target the count is noise", load: 0.6,
+			unread: []float64{60, 120}, counted: []uint64{20, 20}, wantR: 400},
+	}
+	for _, tt := range tests {
+		var m meter
+		var c counts
+		for range 40 {
+			c = countsAfter(c, levee.Critical, 20, 0, 0, 0)
+			m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding})
+		}
+		var out meterOut
+		for i, u := range tt.unread {
+			c = countsAfter(c, levee.Critical, tt.counted[i], 0, 0, 0)
+			out = m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, unread: u})
+		}
+		if math.Abs(out.R-tt.wantR) > tt.tolR+1e-6 {
+			t.Errorf("%s: R = %.3f/s, want %.3f/s", tt.name, out.R, tt.wantR)
+		}
+	}
+}
+
+var nan = math.NaN()
+
 func TestRetryShareStep(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -90,6 +90,7 @@ func BenchmarkValue(b *testing.B) {
 // readers of this machine (getrusage, cgroup files, runtime/metrics,
 // /proc/self/fd), and of the learning signals' sample step.
 func BenchmarkSample(b *testing.B) {
+	unreadSched := NewSchedLatency() // Unread: read by the admission controller each Step
 	cpu, _ := NewCPU()
 	conc := NewConcurrency()
 	queue := NewQueueDelay(WithQueueCPU(func() float64 { return 0.5 }))
@@ -102,6 +103,7 @@ func BenchmarkSample(b *testing.B) {
 		{"cpu", cpu.SampleAt, setPeriod, nil},
 		{"cpu+cgroup", cpu.SampleAt, time.Second, nil},
 		{"sched", NewSchedLatency().SampleAt, setPeriod, nil},
+		{"sched_unread", func(time.Time) { _ = unreadSched.Unread() }, setPeriod, nil},
 		{"memory", NewMemory().SampleAt, 100 * time.Millisecond, nil},
 		{"memory+cgroup", NewMemory().SampleAt, time.Second, nil},
 		{"gc_cpu", NewGCCPU().SampleAt, 100 * time.Millisecond, nil},

@@ -135,7 +135,11 @@
 // fewer cores than it advertises, a quota that throttles in bursts, or work
 // that waits on something else. SchedLatency reads the Go runtime's
 // "/sched/latencies:seconds" histogram and reports the p99 of the time
-// goroutines spent runnable in the last period. QueueDelay takes, from the
+// goroutines spent runnable in the last period; its Unread method counts
+// the goroutines waiting for a processor now, which on a saturated HTTP/1
+// server are mostly connections whose next request has arrived unread
+// (the admission controller adds the count's growth to the arrivals it
+// counts: package admit, WithSignals). QueueDelay takes, from the
 // request path, the time between a request's arrival and the start of its
 // handler and reports the CoDel-style minimum over each 100 ms interval: a
 // value above its target means that even the luckiest request waited, a

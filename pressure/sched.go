@@ -15,6 +15,10 @@ import (
 // runnable before they run.
 const schedMetric = "/sched/latencies:seconds"
 
+// runnableMetric is the runtime/metrics count of goroutines ready to run
+// and waiting for a P (Go 1.26 on).
+const runnableMetric = "/sched/goroutines/runnable:goroutines"
+
 // SchedLatency is a percentile (default p99) of the Go scheduler latency —
 // how long goroutines waited in a run queue before running — over the last
 // sample period, in seconds. It implements levee.Signal with Name
@@ -35,11 +39,12 @@ type SchedLatency struct {
 	target atomicFloat
 	value  atomicFloat
 
-	mu      sync.Mutex
-	prev    []uint64
-	lastAt  time.Time
-	avg     smooth.EWMA
-	reading SchedReading
+	mu       sync.Mutex
+	prev     []uint64
+	lastAt   time.Time
+	avg      smooth.EWMA
+	reading  SchedReading
+	runnable []metrics.Sample // Unread's buffer
 }
 
 var _ levee.Signal = (*SchedLatency)(nil)
@@ -50,6 +55,9 @@ type schedConfig struct {
 	period time.Duration
 	tau    time.Duration
 	read   func() *metrics.Float64Histogram
+	// queued reads the goroutines waiting for a P (ok false: unknown).
+	// Tests in the package replace it.
+	queued func(buf *[]metrics.Sample) (n float64, ok bool)
 }
 
 // SchedOption configures a SchedLatency.
@@ -112,6 +120,9 @@ func NewSchedLatency(opts ...SchedOption) *SchedLatency {
 	if cfg.read == nil {
 		cfg.read = runtimeSchedLatencies()
 	}
+	if cfg.queued == nil {
+		cfg.queued = runtimeRunnable
+	}
 	s := &SchedLatency{cfg: cfg, avg: smooth.EWMA{Tau: cfg.tau}}
 	s.target.store(cfg.target)
 	s.value.store(math.NaN())
@@ -128,6 +139,42 @@ func runtimeSchedLatencies() func() *metrics.Float64Histogram {
 		}
 		return samples[0].Value.Float64Histogram()
 	}
+}
+
+// runtimeRunnable reads runnableMetric into buf (allocated on first use).
+func runtimeRunnable(buf *[]metrics.Sample) (float64, bool) {
+	if *buf == nil {
+		*buf = []metrics.Sample{{Name: runnableMetric}}
+	}
+	metrics.Read(*buf)
+	if v := (*buf)[0].Value; v.Kind() == metrics.KindUint64 {
+		return float64(v.Uint64()), true
+	}
+	return 0, false
+}
+
+// Unread returns the number of goroutines ready to run that wait for a
+// processor now (read when called, not at the last sample; NaN where the
+// runtime does not count them). On a server that runs a goroutine per
+// connection (net/http's HTTP/1), a connection whose next request has
+// arrived is such a goroutine until it gets a processor: while the
+// process is saturated, demand waits there unread, where no count of
+// arrivals sees it, and the admission controller (package admit) adds
+// the growth of this count to the arrivals it counts. The count also
+// holds every other goroutine waiting for a processor (handlers the
+// scheduler preempted, background work): the controller subtracts the
+// handlers it is running and uses only the count's change while it is
+// overloaded, whose sum over any stretch is bounded by the count itself.
+// The read takes the scheduler's lock for a moment (it visits every P's
+// run queue): call it once a control period, not per request.
+func (s *SchedLatency) Unread() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.cfg.queued(&s.runnable)
+	if !ok {
+		return math.NaN()
+	}
+	return n
 }
 
 // Name returns "sched_latency".

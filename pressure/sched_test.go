@@ -3,7 +3,10 @@ package pressure
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"runtime/metrics"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -101,6 +104,39 @@ func TestSchedRealRuntime(t *testing.T) {
 	}
 	if s.Name() != "sched_latency" || s.Target() != 0.05 || s.Period() != 50*time.Millisecond {
 		t.Errorf("defaults: %s %v %v", s.Name(), s.Target(), s.Period())
+	}
+}
+
+// TestSchedUnread: Unread reads the runtime's count of goroutines waiting
+// for a processor when called. With one P and fifty goroutines spinning,
+// the goroutine that asks is the one running: most of the fifty wait.
+// Without the metric it reads NaN.
+func TestSchedUnread(t *testing.T) {
+	s := NewSchedLatency()
+	if u := s.Unread(); math.IsNaN(u) || u < 0 {
+		t.Fatalf("Unread = %v at rest; want a count (runtime/metrics %s)", u, runnableMetric)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			for !stop.Load() {
+			}
+		})
+	}
+	runtime.Gosched()
+	u := s.Unread()
+	stop.Store(true)
+	wg.Wait()
+	if u < 25 {
+		t.Errorf("Unread = %v with 50 goroutines spinning on one P; want most of them", u)
+	}
+
+	missing := NewSchedLatency()
+	missing.cfg.queued = func(*[]metrics.Sample) (float64, bool) { return 0, false }
+	if u := missing.Unread(); !math.IsNaN(u) {
+		t.Errorf("Unread = %v without the metric; want NaN", u)
 	}
 }
 
