@@ -15,6 +15,7 @@ import (
 const (
 	tcpClose     = 7
 	tcpCloseWait = 8
+	tcpListen    = 10
 )
 
 // peekAccepted reads what the kernel knows of a connection just accepted
@@ -48,3 +49,25 @@ func peekAccepted(c net.Conn) (k accepted) {
 
 // kernelViewed reports that peekAccepted asks the kernel on this system.
 const kernelViewed = true
+
+// acceptQueue returns how many connections wait in ln's accept queue (a
+// listening socket's TCP_INFO says so in its unacked count); ok is false
+// when ln is not a TCP listener or the call fails (a closed listener).
+func acceptQueue(ln net.Listener) (n int, ok bool) {
+	sc, isSC := ln.(syscall.Conn)
+	if !isSC {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || ierr != nil || info == nil || info.State != tcpListen {
+		return 0, false
+	}
+	return int(info.Unacked), true
+}

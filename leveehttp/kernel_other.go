@@ -9,3 +9,6 @@ func peekAccepted(net.Conn) accepted { return accepted{} }
 
 // kernelViewed reports that peekAccepted asks the kernel on this system.
 const kernelViewed = false
+
+// acceptQueue knows nothing outside Linux.
+func acceptQueue(net.Listener) (int, bool) { return 0, false }

@@ -174,6 +174,7 @@ type Protected struct {
 	reg     *prometheus.Registry
 	cols    []prometheus.Collector
 	gone    atomic.Uint64 // connections its listeners closed unread (Listener)
+	backlog *Backlog      // the scheduler latency with the accept queues; nil without it
 
 	statusPath, metricsPath, adminPrefix string
 
@@ -266,9 +267,12 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 	if cfg.Admin.Enabled {
 		p.adminPrefix = strings.TrimSuffix(cfg.Admin.Path, "/")
 	}
+	if set.Sched != nil {
+		p.backlog = NewBacklog(set.Sched)
+	}
 	events := leveeprom.NewEventCollector()
 	aopts := append(cfg.Admit.Options(),
-		admit.WithSignals(admissionSignals(set, cfg.Overload.Enabled)...),
+		admit.WithSignals(admissionSignals(set, cfg.Overload.Enabled, p.backlog)...),
 		admit.WithDegrade(p.deg),
 		admit.WithRoute(Route),
 		admit.WithLogger(logger),
@@ -414,16 +418,22 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 // the overload manager runs, the CPU, scheduler-latency, queue-delay and
 // concurrency signals (those of a limit — memory, GC, goroutines,
 // descriptors — are the manager's: they lag admission and are no rate to
-// steer by, see config.Overload); every signal of the set otherwise.
-func admissionSignals(set *pressure.Set, manager bool) []levee.Signal {
-	if !manager {
-		return set.Signals()
-	}
+// steer by, see config.Overload); every signal of the set otherwise. The
+// scheduler latency is handed over as backlog, when there is one, so that
+// the accept queues count as unread demand (Backlog).
+func admissionSignals(set *pressure.Set, manager bool, backlog *Backlog) []levee.Signal {
 	var out []levee.Signal
 	for _, s := range set.Signals() {
+		if backlog != nil && s == levee.Signal(backlog.SchedLatency) {
+			s = backlog
+		}
 		switch s.(type) {
-		case *pressure.CPU, *pressure.SchedLatency, *pressure.QueueDelay, *pressure.Concurrency:
+		case *pressure.CPU, *pressure.SchedLatency, *Backlog, *pressure.QueueDelay, *pressure.Concurrency:
 			out = append(out, s)
+		default:
+			if !manager {
+				out = append(out, s)
+			}
 		}
 	}
 	return out
@@ -515,12 +525,25 @@ func (p *Protected) own(path string) http.Handler {
 // by its Overload's Listener inside it, for the short timeouts and the
 // connections closed when descriptors run out) until Close or Shutdown,
 // and returns http.ErrServerClosed then, as http.Server.Serve does.
-func (p *Protected) Serve(ln net.Listener) error { return p.srv.Serve(p.listener(ln)) }
+func (p *Protected) Serve(ln net.Listener) error {
+	defer p.watch(ln)()
+	return p.srv.Serve(p.listener(ln))
+}
 
 // ServeTLS is Serve over TLS (http.Server.ServeTLS): arrival stamps are
 // then the handler's start (see Listener).
 func (p *Protected) ServeTLS(ln net.Listener, certFile, keyFile string) error {
+	defer p.watch(ln)()
 	return p.srv.ServeTLS(p.listener(ln), certFile, keyFile)
+}
+
+// watch counts ln's accept queue as demand not read yet (Backlog) while
+// it is served.
+func (p *Protected) watch(ln net.Listener) (unwatch func()) {
+	if p.backlog == nil {
+		return func() {}
+	}
+	return p.backlog.Watch(ln)
 }
 
 // listener wraps ln: the arrival stamps outside, so that they see every

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/pressure"
@@ -26,13 +27,29 @@ func (s *Server) protect(app http.Handler) (http.Handler, error) {
 		return nil, err
 	}
 	sigs := set.Signals()
+	var backlog *leveehttp.Backlog
+	if set.Sched != nil {
+		// The accept queue counts as demand not read yet, with the
+		// goroutines waiting for a processor (leveehttp.Backlog).
+		backlog = leveehttp.NewBacklog(set.Sched)
+		for i, sig := range sigs {
+			if sig == levee.Signal(set.Sched) {
+				sigs[i] = backlog
+			}
+		}
+	}
 	if o.ForceOverload {
 		sigs = append(sigs, overloaded{})
 	}
 	ctrl := admit.New(admit.WithSignals(sigs...))
 	s.ctrl = ctrl
 	s.loops = append(s.loops, set.Run, ctrl.Run)
-	s.listen = leveehttp.Listener
+	s.listen = func(ln net.Listener) net.Listener {
+		if backlog != nil {
+			backlog.Watch(ln) // for the process's life
+		}
+		return leveehttp.Listener(ln)
+	}
 	s.connContext = leveehttp.ConnContext
 	hopts := []leveehttp.HandlerOption{leveehttp.WithQueueDelay(set.Queue)}
 	if trust != nil {
