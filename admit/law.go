@@ -162,10 +162,11 @@ func (s law) enter(in lawIn) law {
 	// flood read late — a saturated process reads its connections behind
 	// the handlers it runs, so the arrivals it counted are a fraction of
 	// those waiting and no signal that measures arrivals saw a flood.
-	// Then the capacity is divided by the proportional reading. Dividing by the delay cut a one-core server's target from
-	// 382 to 214 requests/s at a 3× onset and left the core at 0.2–0.6
-	// for most of a second (traced on loopback). (A bottleneck's delay
-	// entered above; without a utilisation signal prop is the load.)
+	// Then the capacity is divided by the proportional reading.
+	// Dividing by the delay cut a one-core server's target from 382 to
+	// 214 requests/s at a 3× onset and left the core at 0.2–0.6 for most
+	// of a second (traced on loopback). (A bottleneck's delay entered
+	// above; without a utilisation signal prop is the load.)
 	base, div := in.admRate, min(in.load, maxLoad)
 	if s.capEst > 0 {
 		// The admitted rate reads low when the flood stalled the

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/pressure"
 )
 
@@ -19,7 +20,7 @@ import (
 // the admission controller adds the growth of the sum to the arrival rate
 // while it is overloaded (package admit, WithSignals). Protect wires it;
 // a server built by hand passes it to admit.WithSignals in place of the
-// SchedLatency it wraps and watches the listener it serves on.
+// SchedLatency it wraps (Replace) and watches the listener it serves on.
 //
 // The accept queue is read on Linux (one getsockopt(TCP_INFO) per watched
 // listener, when Unread is called: once a control period); elsewhere only
@@ -41,6 +42,20 @@ func NewBacklog(s *pressure.SchedLatency) *Backlog {
 		panic("leveehttp: NewBacklog(nil)")
 	}
 	return &Backlog{SchedLatency: s}
+}
+
+// Replace returns a copy of sigs with the SchedLatency b wraps replaced
+// by b: the signals of a pressure.Set as an admission controller should
+// read them.
+func (b *Backlog) Replace(sigs []levee.Signal) []levee.Signal {
+	out := make([]levee.Signal, len(sigs))
+	for i, s := range sigs {
+		if s == levee.Signal(b.SchedLatency) {
+			s = b
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // Watch adds ln's accept queue to Unread until the returned function is

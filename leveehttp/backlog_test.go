@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/pressure"
 )
 
@@ -118,4 +119,39 @@ func TestBacklogWithoutListeners(t *testing.T) {
 		}
 	}()
 	NewBacklog(nil)
+}
+
+// TestBacklogReplace: the wrapped SchedLatency is replaced in a copy of
+// the signals, the others kept in order, the caller's slice untouched.
+func TestBacklogReplace(t *testing.T) {
+	set, err := pressure.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBacklog(set.Sched)
+	sigs := set.Signals()
+	got := b.Replace(sigs)
+	if len(got) != len(sigs) {
+		t.Fatalf("%d signals after Replace, want %d", len(got), len(sigs))
+	}
+	replaced := 0
+	for i, s := range got {
+		switch {
+		case sigs[i] == levee.Signal(set.Sched):
+			if s != levee.Signal(b) {
+				t.Errorf("signal %d: %s kept, want the Backlog", i, s.Name())
+			}
+			replaced++
+		case s != sigs[i]:
+			t.Errorf("signal %d: %s replaced by %s, want it kept", i, sigs[i].Name(), s.Name())
+		}
+	}
+	if replaced != 1 {
+		t.Errorf("%d signals replaced, want the scheduler latency once", replaced)
+	}
+	for _, s := range sigs {
+		if s == levee.Signal(b) {
+			t.Error("Replace changed the caller's slice")
+		}
+	}
 }

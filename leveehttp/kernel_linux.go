@@ -24,19 +24,8 @@ const (
 // them arrived. It knows nothing (the zero value) for a connection that is
 // not a TCP socket or when the call fails.
 func peekAccepted(c net.Conn) (k accepted) {
-	sc, ok := rawConn(c).(syscall.Conn)
-	if !ok {
-		return k
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return k
-	}
-	var info *unix.TCPInfo
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || ierr != nil || info == nil {
+	info := tcpInfo(rawConn(c))
+	if info == nil {
 		return k
 	}
 	k.gone = info.State == tcpCloseWait || info.State == tcpClose
@@ -47,6 +36,27 @@ func peekAccepted(c net.Conn) (k accepted) {
 	return k
 }
 
+// tcpInfo asks the kernel for x's TCP_INFO (one getsockopt), nil when x
+// is not a socket the runtime exposes (syscall.Conn) or the call fails.
+func tcpInfo(x any) *unix.TCPInfo {
+	sc, ok := x.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var info *unix.TCPInfo
+	var ierr error
+	if err := rc.Control(func(fd uintptr) {
+		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || ierr != nil {
+		return nil
+	}
+	return info
+}
+
 // kernelViewed reports that peekAccepted asks the kernel on this system.
 const kernelViewed = true
 
@@ -54,19 +64,8 @@ const kernelViewed = true
 // listening socket's TCP_INFO says so in its unacked count); ok is false
 // when ln is not a TCP listener or the call fails (a closed listener).
 func acceptQueue(ln net.Listener) (n int, ok bool) {
-	sc, isSC := ln.(syscall.Conn)
-	if !isSC {
-		return 0, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var info *unix.TCPInfo
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || ierr != nil || info == nil || info.State != tcpListen {
+	info := tcpInfo(ln)
+	if info == nil || info.State != tcpListen {
 		return 0, false
 	}
 	return int(info.Unacked), true

@@ -422,11 +422,12 @@ func Protect(ctx context.Context, next http.Handler, opts ...ProtectOption) (*Pr
 // scheduler latency is handed over as backlog, when there is one, so that
 // the accept queues count as unread demand (Backlog).
 func admissionSignals(set *pressure.Set, manager bool, backlog *Backlog) []levee.Signal {
+	sigs := set.Signals()
+	if backlog != nil {
+		sigs = backlog.Replace(sigs)
+	}
 	var out []levee.Signal
-	for _, s := range set.Signals() {
-		if backlog != nil && s == levee.Signal(backlog.SchedLatency) {
-			s = backlog
-		}
+	for _, s := range sigs {
 		switch s.(type) {
 		case *pressure.CPU, *pressure.SchedLatency, *Backlog, *pressure.QueueDelay, *pressure.Concurrency:
 			out = append(out, s)

@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/leveehttp"
 	"github.com/levee-dev/levee/pressure"
@@ -32,11 +31,7 @@ func (s *Server) protect(app http.Handler) (http.Handler, error) {
 		// The accept queue counts as demand not read yet, with the
 		// goroutines waiting for a processor (leveehttp.Backlog).
 		backlog = leveehttp.NewBacklog(set.Sched)
-		for i, sig := range sigs {
-			if sig == levee.Signal(set.Sched) {
-				sigs[i] = backlog
-			}
-		}
+		sigs = backlog.Replace(sigs)
 	}
 	if o.ForceOverload {
 		sigs = append(sigs, overloaded{})

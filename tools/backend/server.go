@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
+	"github.com/levee-dev/levee/pressure"
 )
 
 // Protection names the server stacks the demo compares.
@@ -84,8 +84,9 @@ type Server struct {
 
 	traceMu  sync.Mutex
 	traceErr error // the first failed write to Options.Trace
-	// runnableSample is runnable's metrics buffer, reused.
-	runnableSample []metrics.Sample
+	// waiting reads the goroutines waiting for a processor for the trace
+	// (pressure.SchedLatency.Unread).
+	waiting *pressure.SchedLatency
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -418,20 +419,18 @@ func Dominant(shedBy map[string]float64) (string, float64) {
 	return best, bv / total
 }
 
-// runnableMetric is the runtime's count of goroutines ready to run.
-const runnableMetric = "/sched/goroutines/runnable:goroutines"
-
-// runnable reads runnableMetric (0 where the runtime does not have it).
+// runnable returns the goroutines waiting for a processor
+// (pressure.SchedLatency.Unread; 0 where the runtime does not count them).
 // Called with traceMu held.
 func (s *Server) runnable() uint64 {
-	if s.runnableSample == nil {
-		s.runnableSample = []metrics.Sample{{Name: runnableMetric}}
+	if s.waiting == nil {
+		s.waiting = pressure.NewSchedLatency()
 	}
-	metrics.Read(s.runnableSample)
-	if v := s.runnableSample[0].Value; v.Kind() == metrics.KindUint64 {
-		return v.Uint64()
+	n := s.waiting.Unread()
+	if math.IsNaN(n) {
+		return 0
 	}
-	return 0
+	return uint64(n)
 }
 
 // processCPU is the CPU time this process used (user + system), 0 where
