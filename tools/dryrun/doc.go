@@ -38,6 +38,21 @@
 // time); the check stays here, out of CI, as the measurement of that
 // limit.
 //
+// Since 2026-12-03 the controller also counts the demand waiting unread in
+// the process (the runnable goroutines; admit's meter). Here that is the
+// connections the saturated process takes from its full accept queue,
+// about a thousand in one scheduling slice, then reads over the next
+// second. The first version of the count took each such batch as a flood
+// for the period it came in and smoothed its fall: the controller's
+// offered rate read 4,000–17,000 requests/s for 2,500–3,000 sent, and
+// 500–650 CRITICAL_PLUS requests a run were counted as would-be overload
+// rejections. The count is now smoothed like the arrivals it adds to, so
+// a batch counts at the rate it is read: the offered rate reads what the
+// process takes in (medians 890–940/s over three runs), no CRITICAL_PLUS
+// request is counted, and the would-reject count is 8–10% of offered − C
+// (4–5% without the count). The rest of the excess never reaches the
+// process, as above. DRYRUN_KEEP=<dir> keeps each run's records.
+//
 // Within levee's layers (vocabulary and leaves → policies → adapters → tools →
 // commands; imports point down only), dryrun is a tool in the tools module
 // (github.com/levee-dev/levee/tools): the package imports leveehttp, admit and

@@ -35,6 +35,8 @@ func TestMain(m *testing.M) {
 // server side); the would-be rejections counted during the 3× phase are
 // within ±15% of offered − C over it (median of the runs); none is
 // CRITICAL_PLUS; the 0.7× phase has next to none (≤ 2% of its offered).
+// With DRYRUN_KEEP set to a directory, each run's records (dryrun.Record,
+// one every RecordEvery) are kept there as dry-run-<n>.jsonl.
 func TestDryRun(t *testing.T) {
 	repeat := 3
 	if v, err := strconv.Atoi(os.Getenv("DRYRUN_REPEAT")); err == nil && v > 0 {
@@ -63,6 +65,9 @@ func TestDryRun(t *testing.T) {
 		kern := k.stop()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if dir := os.Getenv("DRYRUN_KEEP"); dir != "" {
+			keep(t, out, filepath.Join(dir, fmt.Sprintf("dry-run-%d.jsonl", i+1)))
 		}
 		recs, err := ReadRecords(out)
 		if err != nil || len(recs) == 0 {
@@ -109,6 +114,18 @@ func TestDryRun(t *testing.T) {
 	t.Logf("would reject ÷ (offered − capacity) over the 3× phase: median %.2f, range %.2f–%.2f over %d runs", med, lo, hi, len(ratios))
 	if math.Abs(med-1) > 0.15 {
 		t.Errorf("median would reject ÷ (offered − capacity) = %.2f, want within ±15%% of 1", med)
+	}
+}
+
+// keep copies a run's records to path (DRYRUN_KEEP names a directory),
+// for reading the controller's estimates period by period.
+func keep(t *testing.T, from, path string) {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("DRYRUN_KEEP: %v", err)
 	}
 }
 
