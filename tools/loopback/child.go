@@ -71,8 +71,12 @@ func (o *childOut) send(kind string, v any) {
 
 // backendConfig is the first line a backend child reads on stdin.
 type backendConfig struct {
-	Protection string               `json:"protection"`
-	Work       time.Duration        `json:"work"`
+	Protection string        `json:"protection"`
+	Work       time.Duration `json:"work"`
+	// Iterations, when above 0, is the work's Spin count as calibrated
+	// by an earlier backend of the same parent (calibration): the child
+	// then does not calibrate its own.
+	Iterations int                  `json:"iterations,omitempty"`
 	Levee      backend.LeveeOptions `json:"levee"`
 	Limit      time.Duration        `json:"limit"`           // hard limit on the child's life
 	Trace      string               `json:"trace,omitempty"` // Config.SnapshotTrace
@@ -255,7 +259,10 @@ func PinSelf(cpu int) error {
 }
 
 func runBackend(cfg backendConfig, pinned string, out *childOut) int {
-	work := backend.NewWork(cfg.Work)
+	work := backend.Work{Cost: cfg.Work, Iterations: cfg.Iterations}
+	if work.Iterations <= 0 {
+		work = backend.NewWork(cfg.Work)
+	}
 	var trace io.Writer
 	if cfg.Trace != "" {
 		f, err := os.Create(cfg.Trace)

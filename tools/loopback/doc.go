@@ -10,6 +10,11 @@
 //     connections, as naive clients (per-attempt timeout, immediate
 //     retries, no budget) or levee clients (leveehttp.NewTransport).
 //
+// The first backend started for a cost of work calibrates it (the Spin
+// count that takes that CPU time on its CPU); every later backend of the
+// same parent runs that count, so that a capacity measured with one
+// backend and a goodput measured with another compare the same work.
+//
 // The parent sends each child its configuration as one JSON line on stdin
 // and reads JSON lines (ready, progress, report) from its stdout. Children
 // never outlive the harness: they die with the parent (Pdeathsig), exit when

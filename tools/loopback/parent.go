@@ -312,6 +312,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 func startBackend(ctx context.Context, cpu int, cfg backendConfig) (*child, Ready, error) {
 	var ready Ready
+	if cfg.Iterations <= 0 {
+		cfg.Iterations = calibration.get(cfg.Work)
+	}
 	be, err := startChild(ctx, roleBackend, cpu, 1, cfg)
 	if err != nil {
 		return nil, ready, err
@@ -325,7 +328,40 @@ func startBackend(ctx context.Context, cpu int, cfg backendConfig) (*child, Read
 		be.kill()
 		return nil, ready, err
 	}
+	calibration.keep(ready.Work)
 	return be, ready, nil
+}
+
+// calibration is the work each backend of this process runs, by its
+// cost: the first backend started for a cost calibrates it on the
+// backends' CPU and every later one runs the same Spin count. Each child
+// calibrating its own, the work of two backends in one run differed with
+// what else ran on the CPU at their start (a capacity measured with one
+// and a goodput with another then compare different work).
+var calibration = calibrations{byCost: map[time.Duration]int{}}
+
+type calibrations struct {
+	mu     sync.Mutex
+	byCost map[time.Duration]int
+}
+
+// get returns the Spin count kept for cost, or 0 if none is.
+func (c *calibrations) get(cost time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byCost[cost]
+}
+
+// keep records w's Spin count for its cost unless one is kept already.
+func (c *calibrations) keep(w backend.Work) {
+	if w.Iterations <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byCost[w.Cost]; !ok {
+		c.byCost[w.Cost] = w.Iterations
+	}
 }
 
 // Backend is a backend child serving on loopback, pinned to the first
