@@ -195,6 +195,11 @@ func (m *meter) step(in meterIn) meterOut {
 	// second, would go on shedding most of what follows. Take the period's
 	// count as it is.
 	jump = jump || (in.shedding && in.load < minLoad && got < exp)
+	if jump && got < exp {
+		// The period's count is taken as the rate: the unread demand's
+		// growth goes with the rest (a flood ended).
+		m.growth = min(m.growth, 0)
+	}
 	// The split between ranks moves slowly (shareTau): its noise would
 	// move the ladder's position every period.
 	ash := smooth.Alpha(in.dt, shareTau)

@@ -511,3 +511,29 @@ func TestCombineSignals(t *testing.T) {
 		}
 	}
 }
+
+// TestMeterUnreadFloodEnds: when a flood ends (shedding, the signal below
+// half its target, far fewer arrivals), the period's count is taken as
+// the rate, the unread demand's growth with it: nothing counted while
+// the demand piled up keeps the plan shedding after it.
+func TestMeterUnreadFloodEnds(t *testing.T) {
+	var m meter
+	var c counts
+	step := func(n uint64, load, unread float64) meterOut {
+		c = countsAfter(c, levee.Critical, n, 0, 0, 0)
+		return m.step(meterIn{counts: c, dt: testDt, load: load, shedding: true, unread: unread})
+	}
+	for range 40 {
+		step(20, 0.9, 0)
+	}
+	for i := range 20 {
+		step(20, 3, 60*float64(i+1)) // 1,200/s more pile up unread
+	}
+	if m.growth < 500 {
+		t.Fatalf("growth after 1 s of demand piling up at 1,200/s: %.0f/s, want ≥ 500/s", m.growth)
+	}
+	out := step(5, 0.3, 1200) // the flood is over; the backlog has expired unread
+	if math.Abs(out.R-100) > 1e-6 {
+		t.Errorf("R = %.1f/s after the flood, want the period's 100/s", out.R)
+	}
+}
