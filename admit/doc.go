@@ -41,9 +41,7 @@
 //	          while over, plus the growth of the demand waiting unread (a
 //	          signal's Unread: goroutines waiting for a processor, which a
 //	          saturated HTTP/1 server's waiting connections are), counted
-//	          when it arrives and not again when read, smoothed like the
-//	          arrivals (a backlog handed over at once counts at the rate it
-//	          is read; meter.go)
+//	          when it arrives and not again when read (meter.go)
 //	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
 //	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
 //	        (the signal would show the flood a period or two later); until

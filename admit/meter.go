@@ -33,9 +33,6 @@ type meter struct {
 	// (addUnread), rawUnread the count read then; valid when hasUnread.
 	unread, rawUnread float64
 	hasUnread         bool
-	// growth is the smoothed rate at which the unread demand grew, added
-	// to the arrival rate (addUnread).
-	growth float64
 }
 
 // meterIn is one period's input to the meter.
@@ -72,45 +69,36 @@ type meterOut struct {
 	flood, wasFlood bool
 }
 
-// addUnread counts the change of the demand waiting unread, while the
-// controller is overloaded (shedding, or the signals above target). A
-// saturated process that runs a goroutine per connection reads its
-// connections behind the handlers it runs: at a flood's onset the
-// arrivals it counts stay at what it reads (about its capacity) while the
-// rest waits unread, so a plan made from them sheds nothing of what it
-// reads, and reading stays as slow as the admitted work lets it be; later
-// the backlog is read at once, counted as a flood many times the real
-// one, and the plan refuses nearly everything for as long as that count
-// stays in the smoothed rate. Counting the unread demand when it arrives
-// (the count grows) and not again when it is read (the count falls) gives
-// the rate at which requests arrive, which is what a plan needs.
-//
-// A fall is taken from this period's counted arrivals at once (rateNow,
-// scaled down, never below zero): those read were counted already. A
-// rise, and a fall larger than what was read (goroutines that left the
-// count without being read as requests), go into the smoothed growth
-// rate (m.growth, rateTau), which step adds to the smoothed arrival rate:
-// a backlog that reaches the process all at once (a thousand connections
-// taken from a full accept queue in one scheduling slice) then counts at
-// the rate it is read, not as a flood for the period it arrived in and a
-// second after. Smoothing is linear, so over any stretch the growth adds
-// what the count rose by, no more.
+// addUnread adds to this period's arrival rates the change of the demand
+// waiting unread, while the controller is overloaded (shedding, or the
+// signals above target). A saturated process that runs a goroutine per
+// connection reads its connections behind the handlers it runs: at a
+// flood's onset the arrivals it counts stay at what it reads (about its
+// capacity) while the rest waits unread, so a plan made from them sheds
+// nothing of what it reads, and reading stays as slow as the admitted
+// work lets it be; later the backlog is read at once, counted as a flood
+// many times the real one, and the plan refuses nearly everything for as
+// long as that count stays in the smoothed rate. Counting the unread
+// demand when it arrives (the count grows) and not again when it is read
+// (the count falls) gives the rate at which requests arrive, which is
+// what a plan needs.
 //
 // The count is a lower bound of what waits unread (a request in a
 // socket buffer behind a multiplexed connection's reader, or in the
 // accept queue, is not in it) and holds other goroutines too (handlers
 // just admitted that have not reached their run slot, background work).
 // So only its change is used, and only while overloaded: below target
-// it is a few goroutines of noise, and the growth is reset. A rise
-// counts once it has held for two Steps (the smaller of the last two
-// counts is used), so goroutines that come and go within a period (a
-// multiplexed reader handing over a batch of calls it counted already)
-// add nothing, while a fall counts at once.
-// A fall is split between ranks as the arrivals counted this period are;
-// the growth as the slow shares split them.
+// it is a few goroutines of noise. A rise counts once it has held for
+// two Steps (the smaller of the last two counts is used), so goroutines
+// that come and go within a period (a multiplexed reader handing over a
+// batch of calls it counted already) add nothing, while a fall counts at
+// once. Over any stretch its changes sum to the count's own change, so
+// nothing it adds accumulates beyond the count.
+// The change is split between ranks as the arrivals counted this period
+// are, or as the slow shares split them when none were counted.
 func (m *meter) addUnread(rateNow *[levee.NumCriticalities]float64, in meterIn, sec float64) {
 	if math.IsNaN(in.unread) {
-		m.hasUnread, m.growth = false, 0
+		m.hasUnread = false
 		return
 	}
 	eff := in.unread
@@ -120,25 +108,25 @@ func (m *meter) addUnread(rateNow *[levee.NumCriticalities]float64, in meterIn, 
 	prev, had := m.unread, m.hasUnread
 	m.unread, m.rawUnread, m.hasUnread = eff, in.unread, true
 	if !had || !(in.shedding || in.load > 1) {
-		m.growth = 0
 		return
 	}
 	d := (eff - prev) / sec
-	if d < 0 {
-		var total float64
-		for r := range rateNow {
-			total += rateNow[r]
-		}
-		take := min(total, -d)
-		if take > 0 {
-			k := (total - take) / total
-			for r := range rateNow {
-				rateNow[r] *= k
-			}
-		}
-		d += take
+	var total, shares float64
+	for r := range rateNow {
+		total += rateNow[r]
+		shares += m.share[r]
 	}
-	m.growth = smooth.Toward(m.growth, d, smooth.Alpha(in.dt, rateTau))
+	switch {
+	case total > 0:
+		k := max(0, total+d) / total
+		for r := range rateNow {
+			rateNow[r] *= k
+		}
+	case d > 0 && shares > 0:
+		for r := range rateNow {
+			rateNow[r] = d * m.share[r] / shares
+		}
+	}
 }
 
 // step closes one period.
@@ -165,15 +153,11 @@ func (m *meter) step(in meterIn) meterOut {
 	}
 	out.completed = float64(in.counts.completed-m.prev.completed) / sec
 	m.prev = in.counts
-	grown := m.growth // the unread demand's growth before this period
 	m.addUnread(&rateNow, in, sec)
 	// Arrival rates: smoothed over a second (their noise would move the
 	// ladder position every period), but a flood or a drop of a third or
 	// more is taken at once.
-	// The rate expected is the smoothed one with the unread demand's
-	// growth: arrivals read from a backlog that was counted as it grew
-	// are no jump.
-	total, totalNow := max(0, grown), 0.0
+	var total, totalNow float64
 	for r := range m.rate {
 		total += m.rate[r]
 		totalNow += rateNow[r]
@@ -195,11 +179,6 @@ func (m *meter) step(in meterIn) meterOut {
 	// second, would go on shedding most of what follows. Take the period's
 	// count as it is.
 	jump = jump || (in.shedding && in.load < minLoad && got < exp)
-	if jump && got < exp {
-		// The period's count is taken as the rate: the unread demand's
-		// growth goes with the rest (a flood ended).
-		m.growth = min(m.growth, 0)
-	}
 	// The split between ranks moves slowly (shareTau): its noise would
 	// move the ladder's position every period.
 	ash := smooth.Alpha(in.dt, shareTau)
@@ -227,7 +206,6 @@ func (m *meter) step(in meterIn) meterOut {
 	for _, r := range m.rate {
 		out.R += r
 	}
-	out.R = max(0, out.R+m.growth)
 	out.jump, out.admRate = jump, m.adm
 
 	// The split between ranks comes from the slow per-rank rates, the
