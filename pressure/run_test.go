@@ -161,3 +161,40 @@ func TestSampleTooSoonSkipped(t *testing.T) {
 		t.Errorf("sample half a period later: %v, value %v; want taken, 1", r.Time.Sub(t0), r.Value)
 	}
 }
+
+// TestTicksStampWhenSampled: a sampler that runs late (here the previous
+// sample took longer than the period, as a starved goroutine does) is
+// given the time it runs at, not its tick's: what it reads then is
+// divided by the span it really covers.
+func TestTicksStampWhenSampled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const period = 50 * time.Millisecond
+		start := time.Now()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		type call struct{ stamp, at time.Time }
+		calls := make(chan call, 8)
+		n := 0
+		go run(ctx, period, func(stamp time.Time) {
+			calls <- call{stamp, time.Now()}
+			n++
+			if n == 2 {
+				time.Sleep(70 * time.Millisecond) // the next tick is due meanwhile
+			}
+			if n == 4 {
+				cancel()
+			}
+		})
+		late := false
+		for range 4 {
+			c := <-calls
+			if !c.stamp.Equal(c.at) {
+				t.Errorf("sample stamped %v, called at %v: want the time it is called at", c.stamp, c.at)
+			}
+			late = late || c.at.Sub(start)%period != 0
+		}
+		if !late {
+			t.Error("no sample ran off its tick: the test does not exercise a late sampler")
+		}
+	})
+}
