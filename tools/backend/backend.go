@@ -53,6 +53,16 @@ type Work struct {
 	Iterations int
 }
 
+// WorkFor returns the Work of cost: iterations Spins when a parent passes
+// the count an earlier backend calibrated (iterations > 0), so that every
+// backend of a run does the same work; otherwise NewWork calibrates here.
+func WorkFor(cost time.Duration, iterations int) Work {
+	if iterations > 0 {
+		return Work{Cost: cost, Iterations: iterations}
+	}
+	return NewWork(cost)
+}
+
 // NewWork calibrates the CPU and returns the Work that costs about cost.
 func NewWork(cost time.Duration) Work {
 	perUS := Calibrate()

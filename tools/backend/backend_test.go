@@ -125,3 +125,14 @@ func TestReportConnsGone(t *testing.T) {
 		t.Errorf("ConnsGone %d after one connection closed before its accept, want 1", got)
 	}
 }
+
+// TestWorkFor: a count passed by the parent is used as it is; without
+// one the work is calibrated here.
+func TestWorkFor(t *testing.T) {
+	if w := WorkFor(time.Millisecond, 4321); w.Iterations != 4321 || w.Cost != time.Millisecond {
+		t.Errorf("WorkFor(1ms, 4321) = %+v, want 4321 iterations of 1ms", w)
+	}
+	if w := WorkFor(time.Millisecond, 0); w.Iterations <= 0 {
+		t.Errorf("WorkFor(1ms, 0) = %+v, want a calibrated positive count", w)
+	}
+}

@@ -51,6 +51,9 @@ func Hijack() bool {
 type backendConfig struct {
 	Protection string        `json:"protection"` // backend.None or backend.Levee
 	Work       time.Duration `json:"work"`
+	// Iterations, when above 0, is the work's Spin count as calibrated by
+	// an earlier backend of the same parent (loopback.Calibrated).
+	Iterations int           `json:"iterations,omitempty"`
 	Limit      time.Duration `json:"limit"`
 	// ForceShed makes levee refuse every call (admit.Controller.ForceShed
 	// at level 4 for the backend's lifetime): what a refusal costs.
@@ -238,7 +241,7 @@ func runBackend() int {
 	}
 	time.AfterFunc(cfg.Limit, func() { fmt.Fprintln(os.Stderr, "grpclab: hard time limit"); os.Exit(4) })
 
-	work := backend.NewWork(cfg.Work)
+	work := backend.WorkFor(cfg.Work, cfg.Iterations)
 	c := newCounters(time.Now(), cfg.Limit+time.Minute)
 	handle := func(ctx context.Context) (*wrapperspb.StringValue, error) {
 		x := backend.Spin(work.Iterations, uint64(time.Now().UnixNano())) // ignores ctx

@@ -43,6 +43,9 @@ func StartBackend(ctx context.Context, protection string, work, limit time.Durat
 }
 
 func startBackend(ctx context.Context, cfg backendConfig) (*Backend, error) {
+	if cfg.Iterations <= 0 {
+		cfg.Iterations = loopback.Calibrated(cfg.Work)
+	}
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envRole+"=backend", "GOMAXPROCS=1")
 	if cpu := loopback.Place().Backend; cpu >= 0 {
@@ -71,6 +74,7 @@ func startBackend(ctx context.Context, cfg backendConfig) (*Backend, error) {
 		b.kill()
 		return nil, err
 	}
+	loopback.KeepCalibrated(b.Work)
 	return b, nil
 }
 

@@ -259,10 +259,7 @@ func PinSelf(cpu int) error {
 }
 
 func runBackend(cfg backendConfig, pinned string, out *childOut) int {
-	work := backend.Work{Cost: cfg.Work, Iterations: cfg.Iterations}
-	if work.Iterations <= 0 {
-		work = backend.NewWork(cfg.Work)
-	}
+	work := backend.WorkFor(cfg.Work, cfg.Iterations)
 	var trace io.Writer
 	if cfg.Trace != "" {
 		f, err := os.Create(cfg.Trace)

@@ -14,6 +14,9 @@
 // count that takes that CPU time on its CPU); every later backend of the
 // same parent runs that count, so that a capacity measured with one
 // backend and a goodput measured with another compare the same work.
+// Calibrated and KeepCalibrated share that count with a harness that
+// starts backends of its own (the gRPC lab's, so that its gRPC and HTTP
+// columns compare the same work too).
 //
 // The parent sends each child its configuration as one JSON line on stdin
 // and reads JSON lines (ready, progress, report) from its stdout. Children

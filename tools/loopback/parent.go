@@ -313,7 +313,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func startBackend(ctx context.Context, cpu int, cfg backendConfig) (*child, Ready, error) {
 	var ready Ready
 	if cfg.Iterations <= 0 {
-		cfg.Iterations = calibration.get(cfg.Work)
+		cfg.Iterations = Calibrated(cfg.Work)
 	}
 	be, err := startChild(ctx, roleBackend, cpu, 1, cfg)
 	if err != nil {
@@ -328,9 +328,19 @@ func startBackend(ctx context.Context, cpu int, cfg backendConfig) (*child, Read
 		be.kill()
 		return nil, ready, err
 	}
-	calibration.keep(ready.Work)
+	KeepCalibrated(ready.Work)
 	return be, ready, nil
 }
+
+// Calibrated returns the Spin count this process's first backend for cost
+// calibrated (see calibration), or 0 before one has: a harness that starts
+// backends of its own (the gRPC lab) passes it on so that its backends and
+// this package's run the same work.
+func Calibrated(cost time.Duration) int { return calibration.get(cost) }
+
+// KeepCalibrated records the work a backend calibrated, unless one is
+// kept for its cost already.
+func KeepCalibrated(w backend.Work) { calibration.keep(w) }
 
 // calibration is the work each backend of this process runs, by its
 // cost: the first backend started for a cost calibrates it on the
