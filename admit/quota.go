@@ -27,14 +27,33 @@ func newGCRA(l Limit) *gcra {
 	if burst <= 0 {
 		burst = max(1, int(math.Ceil(l.Rate)))
 	}
-	iv := int64(float64(time.Second) / l.Rate)
-	if iv <= 0 {
-		iv = 1
+	// Both spans are bounded so that a tiny rate or a huge burst cannot
+	// overflow: converted unchecked, a rate of 1e-12/s gave an interval
+	// out of int64's range, which became 1 ns (a billion tokens a
+	// second), and (burst−1)·interval wrapped negative. A rate below one
+	// token in maxInterval is one in maxInterval; a burst whose tolerance
+	// would pass maxSpan holds maxSpan ÷ interval tokens beyond the first
+	// (1,024 at the slowest rate; all of a burst of 10⁹ at 1/s or more).
+	iv := maxInterval
+	if f := float64(time.Second) / l.Rate; f < float64(maxInterval) {
+		iv = max(1, int64(f))
 	}
-	g := &gcra{interval: iv, tau: int64(burst-1) * iv}
+	tau := maxSpan
+	if b := int64(burst - 1); b < maxSpan/iv {
+		tau = b * iv
+	}
+	g := &gcra{interval: iv, tau: tau}
 	g.tat.Store(math.MinInt64 / 2) // long ago on any time scale: the bucket starts full
 	return g
 }
+
+// maxSpan bounds a bucket's burst tolerance (about 36 years) and
+// maxInterval its interval (about 13 days), so that a time on the
+// controller's scale plus both stays within int64.
+const (
+	maxSpan     = int64(1) << 60
+	maxInterval = int64(1) << 50
+)
 
 // take consumes a token at now (ns) or returns how long until one is
 // available.
