@@ -278,7 +278,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	}
 	cnt.completed = c.completed.Load()
 	dry := c.dry.Load()
-	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst, unread: c.unreadNow()})
+	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst, capCeil: c.law.capCeil(), unread: c.unreadNow()})
 	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, time.Duration(dt))
 	c.sampleShift.Store(c.tenants.observe(&c.ring, c.sampleShift.Load(), now, dt, m.arrived*sec))
 
@@ -317,7 +317,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	res, fair := c.tenants.plan(c.planned)
 	c.snapped = res.snapped
 	c.publishPlan(res.p, prev)
-	c.surge.Store(armSurge(cnt.arrivals, now, c.law.capEst, m.R, c.law.target, c.cfg.period.Seconds(), level > 0, c.law.shedding))
+	c.surge.Store(armSurge(cnt.arrivals, now, c.law.capEst, c.law.capCeil(), m.R, c.law.target, c.cfg.period.Seconds(), level > 0, c.law.shedding))
 
 	noRetryChanged := c.publish(ra, noRetry)
 

@@ -42,12 +42,18 @@
 //	          signal's Unread: goroutines waiting for a processor, which a
 //	          saturated HTTP/1 server's waiting connections are), counted
 //	          when it arrives and not again when read (meter.go)
-//	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while load ≤ 1)
-//	  arrivals jump above 2K → degradation up now, shedding at the next Step at A = K
-//	        (the signal would show the flood a period or two later); until
-//	        then admissions beyond 2K a period are shed by the ladder down to
-//	        K (surge.go)
-//	  over and degradation already up → shed, target A = K ÷ load (≤ K) — or, when the
+//	  not shedding: capacity K ≈ admitted rate / load     (lag-aligned, while 0.2 < load ≤ 1)
+//	        — a floor: a process spends up to idleMax = 0.15 of its target
+//	        whatever it serves, so a reading at load l puts the capacity below
+//	        its ceiling H = K·l(1−0.15)/(l−0.15) (both smoothed per reading;
+//	        H ≈ K near the target, 3.4K at 0.2)
+//	  arrivals jump above 2K and H → degradation up now, shedding at the next Step
+//	        at A = K (the signal would show the flood a period or two later);
+//	        until then admissions beyond max(2K, H) a period are shed by the
+//	        ladder down to K (surge.go)
+//	  over and degradation already up → shed, target A = K ÷ load (≤ K; ≤ H, and
+//	        the backlog below modelled on H, while the arrivals are below H:
+//	        then K may be a light load's floor under the demand) — or, when the
 //	        binding signal watches a bottleneck (pressure.Concurrency: a dependency's
 //	        pool), A = what it completes (its Capacity, else the handlers' completion
 //	        rate); when a queue before the handlers binds while the utilisation

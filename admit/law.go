@@ -12,11 +12,30 @@ import (
 // episode it starts divides by that reading, not by the delay's (enter).
 const busyProp = 0.8
 
+// idleMax is the largest share of its target a process is taken to use
+// whatever it serves: the runtime, timers, the pressure samplers, idle
+// connections. A utilisation read at load l then puts the capacity
+// between the admitted rate ÷ l (nothing used that way) and that times
+// l(1−idleMax)/(l−idleMax) (the most): learned near the target the two
+// meet, learned at light load the estimate is only a floor (capCeil).
+// Taken for the capacity, a floor learned at 0.2× on loopback (596/s on
+// a server that serves ~940/s) made 0.9× of the capacity a flood,
+// capped the aim of the episode it started below the demand, and naive
+// clients' retries then kept that episode alive (TestLightLoadThenNear).
+const idleMax = 0.15
+
+// learnLoad is the load below which nothing is learned of the capacity.
+// (At twice idleMax it would be 0.3: a process at 0.2× of its capacity
+// learns nothing then, and a flood from there is not seen in the
+// arrivals: TestSybilPrefixIsOneTenant's legitimate tenants got 0.76.)
+const learnLoad = 0.2
+
 // law is the state of the control law (see doc.go): the capacity it has
 // learned, whether it is shedding, and the admitted-rate target it steers.
 // Its step is a pure function of (state, inputs) → (state, outputs).
 type law struct {
-	capEst   float64 // admitted rate at which the load sits at 1, learned while not shedding
+	capEst   float64 // admitted rate at which the load sits at 1, learned while not shedding: a floor (idleMax)
+	capHigh  float64 // the most the capacity can be, learned with capEst (capCeil)
 	shedding bool
 	target   float64 // admitted-rate target while shedding
 	capStart float64 // the target when the episode started
@@ -81,26 +100,32 @@ func (s law) step(in lawIn) (law, lawOut) {
 
 	// Capacity estimate: the admitted rate that would put the load at 1,
 	// from the admitted rate lagPeriods ago (what the signal reflects now),
-	// only while the rate is steady and the signal not saturated.
+	// only while the rate is steady and the signal not saturated. Steady:
+	// the smoothed rate then and now agree, and agree with what the
+	// periods the signal reflects admitted (lagAdmitted) within their
+	// Poisson noise — the smoothed rate still climbing the tail of a step
+	// of the demand passed the first test alone, and the first estimate,
+	// taken as it is, came out at 0.6 of the capacity.
+	admCount := in.admitted * sec
+	s.admHist[s.histPos%len(s.admHist)] = periodCount{admCount, sec}
+	s.histPos++
 	lagged := s.rateHist[(s.ratePos+1)%len(s.rateHist)]
 	s.rateHist[s.ratePos%len(s.rateHist)] = in.admRate
 	s.ratePos++
 	steady := lagged > 0 && math.Abs(in.admRate-lagged) <= 0.2*lagged &&
-		math.Abs(load-s.lastLoad) <= 0.1*load // a reading still moving is not aligned with the rate
+		math.Abs(load-s.lastLoad) <= 0.1*load && // a reading still moving is not aligned with the rate
+		s.agrees(lagged)
 	prevLoad := s.lastLoad
 	s.lastLoad = load
 	ac := smooth.Alpha(in.dt, capTau)
-	if !s.shedding && load > 0.2 && load <= 1 && steady {
-		s = s.learnCapacity(lagged/load, ac)
+	if !s.shedding && load > learnLoad && load <= 1 && steady {
+		s = s.learnCapacity(lagged/load, load, ac)
 	}
 
 	// On entry, start from the capacity estimate and drain the queue the
 	// flood built before it was seen; then move the admitted-rate target
 	// towards admitted ÷ load (lag-aligned), with a slow integral of the
 	// load error.
-	admCount := in.admitted * sec
-	s.admHist[s.histPos%len(s.admHist)] = periodCount{admCount, sec}
-	s.histPos++
 	if !s.shedding && R > 0 && in.degraded && (in.over || in.flood && in.wasFlood) {
 		s = s.enter(in)
 		out.started = true
@@ -149,7 +174,9 @@ func (s law) enter(in lawIn) law {
 		// Entered on a flood seen in the arrivals: whatever the signals
 		// read now is the backlog the flood built before the first
 		// shedding Step, not lost capacity. Aim at the capacity learned
-		// before it and drain the backlog (below).
+		// before it (its floor: the steering raises a low aim within a
+		// few periods, a high one stalls the process) and drain the
+		// backlog (below).
 		s.target = s.capEst
 		return s.startDrain(s.capEst)
 	}
@@ -168,6 +195,22 @@ func (s law) enter(in lawIn) law {
 	// of a second (traced on loopback). (A bottleneck's delay entered
 	// above; without a utilisation signal prop is the load.)
 	base, div := in.admRate, min(in.load, maxLoad)
+	// What the capacity is taken to be: when the arrivals are above the
+	// most it can be (capCeil), an overload whatever it is, and the
+	// estimate models it (the aim's cap, the backlog). Below that, the
+	// estimate may be a light-load floor under the demand: the ceiling
+	// caps the aim, and only what was admitted above it is surely
+	// backlog. (Capped and drained by a floor learned at light load, an
+	// episode entered at 0.9× of the capacity shed a third of it, and
+	// naive clients' retries kept it going: TestLightLoadThenNear.)
+	limit := s.capCeil()
+	if in.R >= limit {
+		limit = s.capEst
+	}
+	// The smoothed admitted rate lags a step of the demand: the reading
+	// reflects what was admitted lagPeriods−1 and lagPeriods periods
+	// ago (lagAdmitted), the base when higher.
+	base = max(base, s.lagAdmitted())
 	if s.capEst > 0 {
 		// The admitted rate reads low when the flood stalled the
 		// process (nothing reached the handlers for a few periods):
@@ -177,14 +220,14 @@ func (s law) enter(in lawIn) law {
 			// A flood read late: the capacity, by the proportional
 			// reading (what the admitted rate holds above it is the
 			// burst just read, not the service's).
-			base, div = s.capEst, max(in.prop, 1)
+			base, div = min(base, limit), max(in.prop, 1)
 		}
 	}
 	s.target = base / div
-	if s.capEst > 0 && s.capEst < s.target {
-		s.target = s.capEst
+	if s.capEst > 0 && limit < s.target {
+		s.target = limit
 	}
-	return s.startDrain(s.capEst)
+	return s.startDrain(limit)
 }
 
 // estimate replaces steering in dry-run: nothing is shed, so the signals
@@ -199,6 +242,36 @@ func (s law) estimate(in lawIn) law {
 	}
 	s.drain, s.hold = 0, 0
 	return s
+}
+
+// lagCount returns what was admitted in the periods the reading
+// reflects — lagPeriods−1 and lagPeriods periods before the newest — and
+// their length in seconds.
+func (s law) lagCount() (n, sec float64) {
+	for k := lagPeriods - 1; k <= lagPeriods; k++ {
+		x := s.admHist[((s.histPos-1-k)%len(s.admHist)+len(s.admHist))%len(s.admHist)]
+		n, sec = n+x.n, sec+x.sec
+	}
+	return n, sec
+}
+
+// lagAdmitted returns the admitted rate over the periods the reading
+// reflects (lagCount).
+func (s law) lagAdmitted() float64 {
+	n, sec := s.lagCount()
+	if sec == 0 {
+		return 0
+	}
+	return n / sec
+}
+
+// agrees reports whether the periods the reading reflects admitted about
+// rate: within a fifth of it, or within three standard deviations of
+// their Poisson count.
+func (s law) agrees(rate float64) bool {
+	n, sec := s.lagCount()
+	want := rate * sec
+	return sec > 0 && math.Abs(n-want) <= max(0.2*want, 3*math.Sqrt(want))
 }
 
 // startDrain sets the episode's drain: the backlog admitted above
@@ -310,21 +383,43 @@ func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac, last flo
 	// learned before the episode.
 	s.target = min(s.target, max(1.5*in.R, s.capEst))
 	s.target = max(s.target, 1e-3)
-	if load > 0.2 && load <= 1.2 && steady {
-		s = s.learnCapacity(lagged/load, ac)
+	if load > learnLoad && load <= 1.2 && steady {
+		s = s.learnCapacity(lagged/load, load, ac)
 	}
 	return s
 }
 
-// learnCapacity moves the capacity estimate towards est by the share a;
-// the first estimate is taken as it is (smoothed up from nothing, a
-// capacity first learned in an episode would start an order of magnitude
-// low and take seconds to recover).
-func (s law) learnCapacity(est, a float64) law {
+// learnCapacity moves the capacity estimate towards est, read at load l,
+// by the share a, and the ceiling (capCeil) towards that reading's
+// ceiling; the first reading is taken as it is (smoothed up from
+// nothing, a capacity first learned in an episode would start an order
+// of magnitude low and take seconds to recover). Both are means of
+// bounds, and a mean of floors (of ceilings) of a capacity is one too;
+// a ceiling computed from the mean load would not be (blending light-load
+// readings with later ones near the target, it fell below the capacity).
+func (s law) learnCapacity(est, l, a float64) law {
+	high := est * max(1, min(l*(1-idleMax)/(l-idleMax), maxCeil))
+	if l <= idleMax {
+		high = est * maxCeil
+	}
 	if s.capEst == 0 {
-		s.capEst = est
+		s.capEst, s.capHigh = est, high
 	} else {
 		s.capEst = smooth.Toward(s.capEst, est, a)
+		s.capHigh = smooth.Toward(s.capHigh, high, a)
 	}
 	return s
+}
+
+// maxCeil bounds the ceiling of one reading, as a multiple of its
+// estimate: learned at a load near idleMax the ceiling is unbounded.
+const maxCeil = 10
+
+// capCeil returns the most the capacity can be, given what was learned
+// (idleMax): the estimate itself when it was learned at the target, up
+// to maxCeil times it when learned at light load, 0 when nothing was
+// learned. A flood is judged against it, and an episode's aim is capped
+// by it; the estimate is the floor.
+func (s law) capCeil() float64 {
+	return max(s.capHigh, s.capEst)
 }

@@ -42,6 +42,7 @@ type meterIn struct {
 	load     float64       // the signals' reading (max of value ÷ target)
 	shedding bool          // the control law is shedding
 	capEst   float64       // capacity learned so far (0: none)
+	capCeil  float64       // the most the capacity can be, from what was learned (law.capCeil)
 	// unread is the demand waiting unread now (signals.go's backlog;
 	// NaN: unknown).
 	unread float64
@@ -222,12 +223,14 @@ func (m *meter) step(in meterIn) meterOut {
 	}
 
 	// A flood seen in the arrivals before the signal: the rate jumped to
-	// more than floodJump times the capacity learned so far. The signal
+	// more than floodJump times the capacity learned so far, and above
+	// the most the capacity can be (law.capCeil: learned at light load,
+	// the estimate is a floor, and twice it may fit). The signal
 	// shows it a period or two later, and by then the requests admitted
 	// meanwhile (on a one-core server with 1 ms requests, 0.1 s of a 5×
 	// flood is 0.5 s of work) have stalled the process and filled the
 	// kernel's queues with requests that will expire before they are read.
-	flood := !in.shedding && in.capEst > 0 && out.R > floodJump*in.capEst && (wasInit && jump || m.flood)
+	flood := !in.shedding && in.capEst > 0 && out.R > floodJump*in.capEst && out.R > in.capCeil && (wasInit && jump || m.flood)
 	out.wasFlood = m.flood
 	out.flood = flood
 	m.flood = flood && !out.wasFlood

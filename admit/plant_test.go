@@ -23,6 +23,7 @@ type plant struct {
 	cost    float64 // work units per admitted request
 	rejCost float64 // work units per rejection
 	noise   float64 // relative amplitude of the uniform noise
+	idle    float64 // work done whatever is admitted (runtime, timers, sampling), share of capacityWork
 	period  time.Duration
 	rng     *rand.Rand
 
@@ -59,7 +60,7 @@ func (p *plant) capacityWork() float64 { return p.c0 / p.target }
 // target when offered requests per second arrive: C of the acceptance
 // criteria, which accounts for the work rejections cost.
 func (p *plant) atTarget(offered float64) float64 {
-	a := (p.c0 - p.rejCost*offered) / (p.cost - p.rejCost)
+	a := (p.c0 - p.idle*p.capacityWork() - p.rejCost*offered) / (p.cost - p.rejCost)
 	return math.Min(a, offered)
 }
 
@@ -70,13 +71,15 @@ func (p *plant) rejected() { p.rejWork += p.rejCost }
 // (the signal changed).
 func (p *plant) advance(dt time.Duration) bool {
 	avail := p.capacityWork() * dt.Seconds()
+	iw := p.idle * avail
+	avail -= iw
 	rw := math.Min(p.rejWork, avail)
 	p.rejWork -= rw
 	done := math.Min(p.backlog, avail-rw)
 	p.backlog -= done
 	p.completed += done / p.cost
-	p.busy += rw + done
-	p.work += rw + done
+	p.busy += iw + rw + done
+	p.work += iw + rw + done
 	p.elapsed += dt
 	if p.elapsed < p.period {
 		return false
@@ -99,8 +102,13 @@ type source struct {
 	ctx  context.Context
 	rate func(at time.Duration) float64
 	pick func(i int) context.Context // optional: context of the i-th request
+	// retries: a rejected request is sent again at once, up to this many
+	// times (naive clients); admitted and rejected count attempts, served
+	// and refused requests.
+	retries int
 
 	n, admitted, rejected int
+	served, refused       int
 	retryAfter            []time.Duration // of overload rejections, if recorded
 	record                bool
 	winAdm, winRej        int
@@ -146,23 +154,31 @@ func (s *sim) run(dur, win time.Duration) []window {
 					ctx = src.pick(src.n)
 				}
 				src.n++
-				off++
-				t, err := s.ctl.AdmitAt(ctx, now)
-				if err != nil {
-					src.rejected++
-					src.winRej++
-					rej++
-					s.p.rejected()
-					if s.onRej != nil {
-						s.onRej(s.at, err)
+				for attempt := 0; ; attempt++ {
+					off++
+					t, err := s.ctl.AdmitAt(ctx, now)
+					if err != nil {
+						src.rejected++
+						src.winRej++
+						rej++
+						s.p.rejected()
+						if s.onRej != nil {
+							s.onRej(s.at, err)
+						}
+						if attempt < src.retries {
+							continue
+						}
+						src.refused++
+						break
 					}
-					continue
+					src.admitted++
+					src.winAdm++
+					adm++
+					s.p.admitted()
+					t.DoneAt(now, nil)
+					src.served++
+					break
 				}
-				src.admitted++
-				src.winAdm++
-				adm++
-				s.p.admitted()
-				t.DoneAt(now, nil)
 			}
 		}
 		s.at += tick

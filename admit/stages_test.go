@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"github.com/levee-dev/levee/internal/smooth"
 	"math"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func TestMeterStep(t *testing.T) {
 			m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding})
 		}
 		c = countsAfter(c, levee.Critical, tt.next, tt.rejected[0], tt.rejected[1], tt.rejected[2])
-		out := m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, capEst: tt.capEst})
+		out := m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, capEst: tt.capEst, capCeil: tt.capEst})
 		if math.Abs(out.R-tt.wantR) > tt.tolR+1e-6 {
 			t.Errorf("%s: R = %.3f/s, want %.3f/s", tt.name, out.R, tt.wantR)
 		}
@@ -444,5 +445,40 @@ func TestCombineSignals(t *testing.T) {
 				t.Errorf("%s: period %d: load %.4f over %v, want %.4f %v", tt.name, p+1, got.load, got.over, tt.wantLoad, tt.wantOver[p])
 			}
 		}
+	}
+}
+
+// TestCapacityFloorAndCeiling: a process that spends a share of its
+// target whatever it serves (idle, up to idleMax) reads load l = idle +
+// (1−idle)·r/C at an admitted rate r. What the law learns at any load
+// must keep the capacity C between its floor and its ceiling, also when
+// readings at light load and near the target are blended.
+func TestCapacityFloorAndCeiling(t *testing.T) {
+	const c = 1000.0
+	read := func(idle, r float64) float64 { return idle + (1-idle)*r/c }
+	for _, idle := range []float64{0, 0.05, 0.1, 0.15} {
+		for _, phases := range [][]float64{{0.2}, {0.5}, {0.95}, {0.2, 0.9}, {0.9, 0.2}, {0.3, 0.6, 0.25}} {
+			var s law
+			for _, share := range phases {
+				for range 40 { // 2 s of 50 ms periods
+					r := share * c
+					l := read(idle, r)
+					if l <= learnLoad {
+						continue
+					}
+					s = s.learnCapacity(r/l, l, smooth.Alpha(testDt, capTau))
+					if s.capEst > c*(1+1e-9) || s.capCeil() < c*(1-1e-9) {
+						t.Fatalf("idle %.2f, phases %v, at %.2f×: floor %.1f, ceiling %.1f; want the capacity %.0f between them",
+							idle, phases, share, s.capEst, s.capCeil(), c)
+					}
+				}
+			}
+			t.Logf("idle %.2f, phases %v: floor %.0f, ceiling %.0f", idle, phases, s.capEst, s.capCeil())
+		}
+	}
+	// Near the target the two meet.
+	s := law{}.learnCapacity(950/0.95, 0.95, 1)
+	if got := s.capCeil() / s.capEst; got > 1.01 {
+		t.Errorf("learned at 0.95: ceiling %.3f × the floor, want ≤ 1.01", got)
 	}
 }

@@ -56,17 +56,21 @@ type surge struct {
 // the arrival rate R, or nil: armed while degraded, with a capacity
 // learned, unless a plan sheds shares of an arrival rate at or above the
 // capacity (the plan then bounds what it admits; replacing it would drop
-// its tenant entries). It admits the capacity, or while shedding the
-// law's target if that is lower.
-func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, R, target, period float64, degraded, shedding bool) *surge {
-	if !degraded || !(capEst > 0) || shedding && R >= capEst {
+// its tenant entries; a plan whose aim is above the arrival rate sheds
+// nothing and bounds nothing). It admits the capacity, or while shedding the
+// law's target if that is lower. It trips at surgeFactor times the
+// capacity, or at ceil, the most the capacity can be (law.capCeil), if
+// that is higher: a capacity learned at light load is only a floor, and
+// arrivals twice that floor may fit.
+func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R, target, period float64, degraded, shedding bool) *surge {
+	if !degraded || !(capEst > 0) || shedding && R >= capEst && R > target {
 		return nil
 	}
 	admit := capEst
 	if shedding && target > 0 {
 		admit = min(admit, target)
 	}
-	n := surgeFactor * capEst * period
+	n := max(surgeFactor*capEst, ceil) * period
 	return &surge{base: arrived, at: now, capEst: admit, limit: uint64(n + 3*math.Sqrt(n) + 8), plan: &plan{budgetRank: -1}}
 }
 
