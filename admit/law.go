@@ -195,22 +195,14 @@ func (s law) enter(in lawIn) law {
 	// of a second (traced on loopback). (A bottleneck's delay entered
 	// above; without a utilisation signal prop is the load.)
 	base, div := in.admRate, min(in.load, maxLoad)
-	// What the capacity is taken to be: when the arrivals are above the
-	// most it can be (capCeil), an overload whatever it is, and the
-	// estimate models it (the aim's cap, the backlog). Below that, the
-	// estimate may be a light-load floor under the demand: the ceiling
-	// caps the aim, and only what was admitted above it is surely
-	// backlog. (Capped and drained by a floor learned at light load, an
-	// episode entered at 0.9× of the capacity shed a third of it, and
-	// naive clients' retries kept it going: TestLightLoadThenNear.)
-	limit := s.capCeil()
-	if in.R >= limit {
-		limit = s.capEst
-	}
+	limit := s.entryLimit(in.R)
 	// The smoothed admitted rate lags a step of the demand: the reading
 	// reflects what was admitted lagPeriods−1 and lagPeriods periods
-	// ago (lagAdmitted), the base when higher.
-	base = max(base, s.lagAdmitted())
+	// ago, the base when surely higher (lagFloor: a few requests a
+	// period are mostly noise — at 20 ms per request, two periods' count
+	// taken as it was collapsed a flood's goodput to 0.48 on one seed of
+	// TestLateReadFloodCounted).
+	base = max(base, s.lagFloor())
 	if s.capEst > 0 {
 		// The admitted rate reads low when the flood stalled the
 		// process (nothing reached the handlers for a few periods):
@@ -228,6 +220,22 @@ func (s law) enter(in lawIn) law {
 		s.target = limit
 	}
 	return s.startDrain(limit)
+}
+
+// entryLimit returns the capacity an episode entered at the arrival rate
+// R is capped by and drains by. When the arrivals are above the most
+// the capacity can be (capCeil), it is an overload whatever the capacity
+// is, and the estimate models it. Below that, the estimate may be a
+// light-load floor under the demand: the ceiling caps the aim, and only
+// what was admitted above it is surely backlog. (Capped and drained by a
+// floor learned at light load, an episode entered at 0.9× of the
+// capacity shed a third of it, and naive clients' retries kept it going:
+// TestLightLoadThenNear.) 0 when nothing was learned.
+func (s law) entryLimit(R float64) float64 {
+	if ceil := s.capCeil(); R < ceil {
+		return ceil
+	}
+	return s.capEst
 }
 
 // estimate replaces steering in dry-run: nothing is shed, so the signals
@@ -255,14 +263,15 @@ func (s law) lagCount() (n, sec float64) {
 	return n, sec
 }
 
-// lagAdmitted returns the admitted rate over the periods the reading
-// reflects (lagCount).
-func (s law) lagAdmitted() float64 {
+// lagFloor returns the admitted rate over the periods the reading
+// reflects (lagCount), less two standard deviations of their Poisson
+// count: a rate they surely exceeded.
+func (s law) lagFloor() float64 {
 	n, sec := s.lagCount()
 	if sec == 0 {
 		return 0
 	}
-	return n / sec
+	return max(0, n-2*math.Sqrt(n)) / sec
 }
 
 // agrees reports whether the periods the reading reflects admitted about

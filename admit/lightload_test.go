@@ -26,7 +26,7 @@ import (
 // (3 light loads × 3 idle shares × 5 seeds), with the floor taken for the
 // capacity: 1,057 refused, 7 runs below 0.99, the worst 0.9755 (and
 // 0.91–0.92 after 0.05× with a tenth idle); with the floor and ceiling:
-// 624 refused, 3 runs below 0.99, the worst 0.984. Each run must serve
+// 820 refused, 5 runs below 0.99, the worst 0.9837. Each run must serve
 // 0.98 and the grid 0.995; the 0.99 per run is not met on this
 // plant (the short episodes' retries, not the capacity). Idle shares
 // above idleMax and light loads whose reading is near the idle share
@@ -36,7 +36,7 @@ func TestLightLoadThenNear(t *testing.T) {
 	var served, refused int
 	for _, light := range []float64{0.2, 0.35, 0.5} {
 		for _, idle := range []float64{0, 0.1, 0.15} {
-			for _, seed := range testSeeds() {
+			for _, seed := range medianSeeds() {
 				t.Run(fmt.Sprintf("light%g/idle%g/seed%d", light, idle, seed), func(t *testing.T) {
 					p := newPlant(950, seed)
 					p.target, p.idle, p.noise = 0.95, idle, 0.1
