@@ -102,7 +102,7 @@ func (s law) step(in lawIn) (law, lawOut) {
 	// from the admitted rate lagPeriods ago (what the signal reflects now),
 	// only while the rate is steady and the signal not saturated. Steady:
 	// the smoothed rate then and now agree, and agree with what the
-	// periods the signal reflects admitted (lagAdmitted) within their
+	// periods the signal reflects admitted (lagCount) within their
 	// Poisson noise — the smoothed rate still climbing the tail of a step
 	// of the demand passed the first test alone, and the first estimate,
 	// taken as it is, came out at 0.6 of the capacity.
