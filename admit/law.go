@@ -407,10 +407,7 @@ func (s law) steer(in lawIn, admCount float64, steady bool, lagged, ac, last flo
 // a ceiling computed from the mean load would not be (blending light-load
 // readings with later ones near the target, it fell below the capacity).
 func (s law) learnCapacity(est, l, a float64) law {
-	high := est * max(1, min(l*(1-idleMax)/(l-idleMax), maxCeil))
-	if l <= idleMax {
-		high = est * maxCeil
-	}
+	high := est * max(1, l*(1-idleMax)/(l-idleMax)) // l > learnLoad > idleMax: at most 3.4 × est
 	if s.capEst == 0 {
 		s.capEst, s.capHigh = est, high
 	} else {
@@ -420,13 +417,9 @@ func (s law) learnCapacity(est, l, a float64) law {
 	return s
 }
 
-// maxCeil bounds the ceiling of one reading, as a multiple of its
-// estimate: learned at a load near idleMax the ceiling is unbounded.
-const maxCeil = 10
-
 // capCeil returns the most the capacity can be, given what was learned
 // (idleMax): the estimate itself when it was learned at the target, up
-// to maxCeil times it when learned at light load, 0 when nothing was
+// to 3.4 times it when learned at learnLoad, 0 when nothing was
 // learned. A flood is judged against it, and an episode's aim is capped
 // by it; the estimate is the floor.
 func (s law) capCeil() float64 {
