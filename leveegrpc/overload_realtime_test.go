@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/pressure"
 )
 
 func spin(d time.Duration) {
@@ -24,25 +26,19 @@ func spin(d time.Duration) {
 	}
 }
 
-// TestOverloadSignals runs Protect's gRPC setup on loopback: idle, then
-// lightly loaded, then at 3× capacity open-loop with CPU-bound handlers
-// that ignore cancellation. The queue-delay signal reads 0 with no
-// traffic and stays far below its target under light load; under
-// overload it moves, and the run queue's gauges (running, waiting) leave
-// 0: the tap's calls go through it.
-//
-//	go test -tags realtime -count=1 -run TestOverloadSignals -v ./leveegrpc/
-func TestOverloadSignals(t *testing.T) {
-	const cost = 5 * time.Millisecond
-	p, err := Protect(context.Background(), WithConfig(config.Default(), config.WithEnv(nil)),
-		WithProtectOptions(leveehttp.WithLogger(slog.New(slog.DiscardHandler))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	srv := grpc.NewServer(p.ServerOptions()...)
+// overloadLab is a loopback gRPC server of CPU-bound handlers (5 ms each,
+// ignoring cancellation) and a naive client: no levee, no retries.
+type overloadLab struct {
+	cc *grpc.ClientConn
+}
+
+const labCost = 5 * time.Millisecond
+
+func newOverloadLab(t *testing.T, opts ...grpc.ServerOption) *overloadLab {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&echoDesc, &echoImpl{unary: func(ctx context.Context, in string) (string, error) {
-		spin(cost)
+		spin(labCost)
 		return in, nil
 	}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,36 +46,34 @@ func TestOverloadSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	go srv.Serve(ln)
-	defer srv.Stop()
-	// A naive client: no levee, no retries.
+	t.Cleanup(srv.Stop)
 	cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
-	queue := p.HTTP().Signals().Queue
-	ctl := p.Controller()
+	t.Cleanup(func() { cc.Close() })
+	return &overloadLab{cc: cc}
+}
 
-	time.Sleep(300 * time.Millisecond)
-	if v := queue.Value(); v != 0 {
-		t.Errorf("queue delay with no traffic = %v, want 0", v)
-	}
-	var light float64
+// light sends one call every 50 ms for a second and returns the highest
+// reading of f seen after each.
+func (l *overloadLab) light(f func() float64) float64 {
+	var peak float64
 	for end := time.Now().Add(time.Second); time.Now().Before(end); {
-		callEcho(context.Background(), cc, "x")
+		callEcho(context.Background(), l.cc, "x")
 		time.Sleep(50 * time.Millisecond)
-		light = math.Max(light, queue.Value())
+		peak = math.Max(peak, f())
 	}
-	target := queue.Target()
-	t.Logf("light load: queue delay at most %.3f ms (target %.1f ms)", light*1e3, target*1e3)
-	if light > target/5 {
-		t.Errorf("queue delay under light load reached %.3f ms, want far below the %.1f ms target", light*1e3, target*1e3)
-	}
+	return peak
+}
 
-	rate := 3 * float64(runtime.GOMAXPROCS(0)) / cost.Seconds()
+// overload sends 3× the cores' capacity open-loop for d, each call with a
+// 1 s deadline, calls watch every 10 ms until every call has ended, and
+// returns the rate and the calls served.
+func (l *overloadLab) overload(d time.Duration, watch func()) (rate float64, served int64) {
+	rate = 3 * float64(runtime.GOMAXPROCS(0)) / labCost.Seconds()
+	var ok atomic.Int64
 	var wg sync.WaitGroup
-	var peakQueue float64
-	var peakRunning, peakWaiting, peakBound int
 	stop := make(chan struct{})
 	wg.Go(func() {
 		tk := time.NewTicker(10 * time.Millisecond)
@@ -90,30 +84,96 @@ func TestOverloadSignals(t *testing.T) {
 				return
 			case <-tk.C:
 			}
-			peakQueue = math.Max(peakQueue, queue.Value())
-			s := ctl.Snapshot()
-			peakRunning, peakWaiting, peakBound = max(peakRunning, s.Running), max(peakWaiting, s.Waiting), max(peakBound, s.RunBound)
+			watch()
 		}
 	})
 	start := time.Now()
 	var calls sync.WaitGroup
-	for i := 0; i < int(rate*2); i++ {
+	for i := 0; i < int(rate*d.Seconds()); i++ {
 		time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
 		calls.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
-			callEcho(ctx, cc, "x")
+			if _, err := callEcho(ctx, l.cc, "x"); err == nil {
+				ok.Add(1)
+			}
 		})
 	}
 	calls.Wait()
 	close(stop)
 	wg.Wait()
-	t.Logf("3× overload (%.0f/s): queue delay peak %.1f ms; run queue peaks: running %d, waiting %d, bound %d",
-		rate, peakQueue*1e3, peakRunning, peakWaiting, peakBound)
-	// Moving: a queue of milliseconds where light load left a fraction of
-	// one. (How far it goes depends on how fast the other signals shed.)
-	if peakQueue < max(0.001, 10*light) {
-		t.Errorf("queue delay under overload peaked at %.3f ms, want it to move: ≥ 1 ms and ≥ 10× light load's %.3f ms", peakQueue*1e3, light*1e3)
+	return rate, ok.Load()
+}
+
+// TestQueueDelaySignal measures the queue-delay signal on its own: a
+// Server with WithQueueDelay and no controller, so nothing sheds and the
+// calls of a 3× overload must wait for a core. The signal reads 0 with no
+// traffic, stays far below its target under light load, and under the
+// overload moves: milliseconds where light load left a fraction of one.
+// (With a controller the signal may stay low: the controller's other
+// signals and its meter can shed before a queue stands; see
+// TestOverloadProtected.)
+//
+//	go test -tags realtime -count=1 -run TestQueueDelaySignal -v ./leveegrpc/
+func TestQueueDelaySignal(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	queue := pressure.NewQueueDelay()
+	go queue.Run(ctx)
+	s := NewServer(nil, WithQueueDelay(queue))
+	lab := newOverloadLab(t, s.ServerOptions()...)
+
+	time.Sleep(300 * time.Millisecond)
+	if v := queue.Value(); v != 0 {
+		t.Errorf("queue delay with no traffic = %v, want 0", v)
+	}
+	light := lab.light(queue.Value)
+	target := queue.Target()
+	t.Logf("light load: queue delay at most %.3f ms (target %.1f ms)", light*1e3, target*1e3)
+	if light > target/5 {
+		t.Errorf("queue delay under light load reached %.3f ms, want far below the %.1f ms target", light*1e3, target*1e3)
+	}
+	var peak float64
+	rate, served := lab.overload(time.Second, func() { peak = math.Max(peak, queue.Value()) })
+	t.Logf("3× overload (%.0f/s for 1 s), unprotected: %d served; queue delay peak %.1f ms", rate, served, peak*1e3)
+	if peak < max(0.001, 10*light) {
+		t.Errorf("queue delay under overload peaked at %.3f ms, want it to move: ≥ 1 ms and ≥ 10× light load's %.3f ms", peak*1e3, light*1e3)
+	}
+}
+
+// TestOverloadProtected runs Protect's gRPC setup on loopback under the
+// same 3× overload: the tap's calls go through the run queue (its gauges
+// leave 0), the queue-delay signal is wired (it reads a number, never
+// NaN, after the first interval) and reads 0 when idle.
+//
+//	go test -tags realtime -count=1 -run TestOverloadProtected -v ./leveegrpc/
+func TestOverloadProtected(t *testing.T) {
+	p, err := Protect(context.Background(), WithConfig(config.Default(), config.WithEnv(nil)),
+		WithProtectOptions(leveehttp.WithLogger(slog.New(slog.DiscardHandler))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	lab := newOverloadLab(t, p.ServerOptions()...)
+	queue := p.HTTP().Signals().Queue
+	ctl := p.Controller()
+
+	time.Sleep(300 * time.Millisecond)
+	if v := queue.Value(); v != 0 {
+		t.Errorf("queue delay with no traffic = %v, want 0", v)
+	}
+	light := lab.light(queue.Value)
+	var peakQueue float64
+	var peakRunning, peakWaiting, peakBound int
+	rate, served := lab.overload(2*time.Second, func() {
+		peakQueue = math.Max(peakQueue, queue.Value())
+		s := ctl.Snapshot()
+		peakRunning, peakWaiting, peakBound = max(peakRunning, s.Running), max(peakWaiting, s.Waiting), max(peakBound, s.RunBound)
+	})
+	t.Logf("light load: queue delay at most %.3f ms; 3× overload (%.0f/s for 2 s): %d served; queue delay peak %.1f ms; run queue peaks: running %d, waiting %d, bound %d",
+		light*1e3, rate, served, peakQueue*1e3, peakRunning, peakWaiting, peakBound)
+	if math.IsNaN(peakQueue) {
+		t.Error("queue delay read NaN under overload: the signal is not wired")
 	}
 	if peakRunning == 0 && peakWaiting == 0 {
 		t.Errorf("run queue under overload: running %d, waiting %d (bound %d); want its gauges above 0", peakRunning, peakWaiting, peakBound)
