@@ -30,6 +30,12 @@ import (
 //     an unused fraction of a request carries to the next plan, so that a
 //     cut down to less than a request a period still admits its share.
 //   - What the tenant stage rejected is measured (Snapshot.TenantShedRPS).
+//   - One tenant alone (every caller behind one address) is paced too
+//     when far above its share, which is then the whole aim: the pace
+//     refuses a batch a saturated process reads at once, where the
+//     ladder's share would admit its part to queue behind the work
+//     already admitted (TestOneTenantBatchPaced, with what the demo
+//     measured without it).
 //
 // Groups (hierarchical heavy hitters): an untrusted caller's tenant is its
 // address's /64 (IPv6) or /24 (IPv4), and levee.Call.Peer carries the
