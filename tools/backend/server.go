@@ -2,7 +2,6 @@ package backend
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
-	"github.com/levee-dev/levee/pressure"
 )
 
 // Protection names the server stacks the demo compares.
@@ -46,9 +44,7 @@ type Options struct {
 	// Levee sets up the Levee protection beyond its defaults.
 	Levee LeveeOptions
 	// Trace, if set (Levee protection only), receives the controller's
-	// snapshot every 50 ms as one JSON TraceLine a line: the per-period
-	// view the Report's 100 ms maxima hide (a target cut and how long it
-	// took to come back, a Step that ran late).
+	// snapshot every 50 ms as one JSON TraceLine a line (see Tracer).
 	Trace io.Writer
 }
 
@@ -82,11 +78,7 @@ type Server struct {
 
 	errs *ErrorLog
 
-	traceMu  sync.Mutex
-	traceErr error // the first failed write to Options.Trace
-	// waiting reads the goroutines waiting for a processor for the trace
-	// (pressure.SchedLatency.Unread).
-	waiting *pressure.SchedLatency
+	tracer *Tracer // Options.Trace; nil when none
 }
 
 // New builds a Server. Call Run to start its control loops.
@@ -96,6 +88,9 @@ func New(o Options) (*Server, error) {
 		Stats:  NewStats(o.Start, 100*time.Millisecond, o.Horizon),
 		shedBy: map[string]time.Duration{},
 		errs:   NewErrorLog(os.Stderr),
+	}
+	if o.Trace != nil {
+		s.tracer = NewTracer(o.Trace, o.Start)
 	}
 	s.levels = make([]float64, len(s.Stats.buckets))
 	s.loads = make([]float64, len(s.Stats.buckets))
@@ -199,7 +194,7 @@ func (s *Server) track(ctx context.Context) {
 // signal furthest above its target, and a line of Options.Trace.
 func (s *Server) sample(now time.Time) {
 	snap := s.ctrl.Snapshot()
-	s.trace(snap)
+	s.tracer.Write(snap)
 	snap.ShedLevel, snap.Load = finite(snap.ShedLevel, 0), finite(snap.Load, 0)
 	snap.AdmitFraction, snap.CapacityRPS = finite(snap.AdmitFraction, 1), finite(snap.CapacityRPS, 0)
 	i := int(now.Sub(s.opts.Start) / s.Stats.res)
@@ -226,46 +221,6 @@ func (s *Server) sample(now time.Time) {
 			name = "unknown"
 		}
 		s.shedBy[name] += trackPeriod
-	}
-}
-
-// TraceLine is one line of Options.Trace: a sample of the controller's
-// snapshot, with the process's CPU time and its threads' wait for a CPU
-// in the kernel at the same instant (both cumulative), so that a reader
-// can tell a controller starved of its CPU from one that chose to idle,
-// and the goroutines ready to run but not running (Go's run queue: on a
-// saturated server, mostly connections whose next request has arrived
-// and is not read yet).
-type TraceLine struct {
-	// At is the sample's time since Options.Start, in seconds.
-	At       float64        `json:"t_s"`
-	CPU      float64        `json:"cpu_s"`
-	RunDelay float64        `json:"run_delay_s"`
-	Runnable uint64         `json:"runnable"`
-	Snapshot admit.Snapshot `json:"snapshot"`
-}
-
-// trace writes snap as one TraceLine to Options.Trace, stamped when it
-// is written (a tick's own time says when it was due: under load the
-// sampler runs late, and the CPU read with it is read when it runs); the
-// first write that fails ends the trace and is reported by
-// Report.TraceErr.
-func (s *Server) trace(snap admit.Snapshot) {
-	if s.opts.Trace == nil {
-		return
-	}
-	s.traceMu.Lock()
-	defer s.traceMu.Unlock()
-	if s.traceErr != nil {
-		return
-	}
-	line := TraceLine{At: time.Since(s.opts.Start).Seconds(), CPU: processCPU().Seconds(), RunDelay: runDelay().Seconds(), Runnable: s.runnable(), Snapshot: snap}
-	b, err := json.Marshal(line)
-	if err == nil {
-		_, err = s.opts.Trace.Write(append(b, '\n'))
-	}
-	if err != nil {
-		s.traceErr = fmt.Errorf("backend: snapshot trace: %w", err)
 	}
 }
 
@@ -353,11 +308,9 @@ func (s *Server) Report() Report {
 	s.mu.Unlock()
 	r.CPU = processCPU()
 	r.RunDelay = runDelay()
-	s.traceMu.Lock()
-	if s.traceErr != nil {
-		r.TraceErr = s.traceErr.Error()
+	if err := s.tracer.Err(); err != nil {
+		r.TraceErr = err.Error()
 	}
-	s.traceMu.Unlock()
 	s.mu.Lock()
 	if s.gone != nil {
 		r.ConnsGone = s.gone.Gone()
@@ -417,20 +370,6 @@ func Dominant(shedBy map[string]float64) (string, float64) {
 		return "", 0
 	}
 	return best, bv / total
-}
-
-// runnable returns the goroutines waiting for a processor
-// (pressure.SchedLatency.Unread; 0 where the runtime does not count them).
-// Called with traceMu held.
-func (s *Server) runnable() uint64 {
-	if s.waiting == nil {
-		s.waiting = pressure.NewSchedLatency()
-	}
-	n := s.waiting.Unread()
-	if math.IsNaN(n) {
-		return 0
-	}
-	return uint64(n)
 }
 
 // processCPU is the CPU time this process used (user + system), 0 where

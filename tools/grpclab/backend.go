@@ -58,6 +58,9 @@ type backendConfig struct {
 	// ForceShed makes levee refuse every call (admit.Controller.ForceShed
 	// at level 4 for the backend's lifetime): what a refusal costs.
 	ForceShed bool `json:"force_shed,omitempty"`
+	// Trace is a file to write the controller's snapshots to (Levee only;
+	// Config.SnapshotTrace).
+	Trace string `json:"trace,omitempty"`
 }
 
 // Ready is what the backend says once it serves.
@@ -139,8 +142,9 @@ func newCounters(start time.Time, horizon time.Duration) *counters {
 
 func (c *counters) at(t time.Time) int { return min(max(int(t.Sub(c.start)/res), 0), len(c.runs)-1) }
 
-// watch samples the controller every 20 ms into the buckets.
-func (c *counters) watch(ctx context.Context, ctl *admit.Controller) {
+// watch samples the controller every 20 ms into the buckets, and into
+// tr when not nil.
+func (c *counters) watch(ctx context.Context, ctl *admit.Controller, tr *backend.Tracer) {
 	tk := time.NewTicker(20 * time.Millisecond)
 	defer tk.Stop()
 	var last uint64
@@ -150,6 +154,7 @@ func (c *counters) watch(ctx context.Context, ctl *admit.Controller) {
 			return
 		case now := <-tk.C:
 			s := ctl.Snapshot()
+			tr.Write(s)
 			var rej uint64
 			for _, r := range s.Rejected {
 				for _, n := range r {
@@ -257,6 +262,7 @@ func runBackend() int {
 	defer cancel()
 	var opts []grpc.ServerOption
 	var ctl *admit.Controller
+	traceErr := func() error { return nil }
 	switch cfg.Protection {
 	case backend.None, "":
 	case backend.Levee:
@@ -273,7 +279,18 @@ func runBackend() int {
 		if cfg.ForceShed {
 			ctl.ForceShed(4, time.Now().Add(cfg.Limit))
 		}
-		go c.watch(ctx, ctl)
+		var tr *backend.Tracer
+		if cfg.Trace != "" {
+			f, err := os.Create(cfg.Trace)
+			if err != nil {
+				send("error", err.Error())
+				return 1
+			}
+			defer f.Close()
+			tr = backend.NewTracer(f, c.start)
+			traceErr = tr.Err
+		}
+		go c.watch(ctx, ctl, tr)
 	default:
 		send("error", "unknown protection "+cfg.Protection)
 		return 2
@@ -297,6 +314,10 @@ func runBackend() int {
 		}
 	}
 	srv.Stop()
-	send("report", c.report(cfg.Protection, work, ctl))
+	rep := c.report(cfg.Protection, work, ctl)
+	if err := traceErr(); err != nil {
+		rep.TraceErr = err.Error()
+	}
+	send("report", rep)
 	return 0
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -44,7 +45,8 @@ const (
 // GRPCLAB_REPEAT times each (default 3), durations scaled by
 // GRPCLAB_SCALE (default 1: about 26 s a run, 8 minutes in all). It logs
 // the medians with their spread and writes every run in levee's report
-// schema to GRPCLAB_REPORT when set. The figures are asserted only at
+// schema to GRPCLAB_REPORT when set; with GRPCLAB_TRACE=<dir> each levee
+// backend writes its controller's trace to <dir>/<run>.jsonl. The figures are asserted only at
 // full length (GRPCLAB_SCALE=1), on a quiet machine, with issue 23's
 // onset criterion (success per 200 ms ≥ 0.5 of the peak after the first
 // 400 ms of 5×, for levee's gRPC and HTTP setups alike):
@@ -58,6 +60,10 @@ func TestGRPCLab(t *testing.T) {
 	}
 	if v, err := strconv.ParseFloat(os.Getenv("GRPCLAB_SCALE"), 64); err == nil && v > 0 {
 		scale = v
+	}
+	trace := func(name string) string { return "" }
+	if dir := os.Getenv("GRPCLAB_TRACE"); dir != "" {
+		trace = func(name string) string { return filepath.Join(dir, name+".jsonl") }
 	}
 	const work = time.Millisecond
 	ctx := context.Background()
@@ -81,7 +87,7 @@ func TestGRPCLab(t *testing.T) {
 			switch kind {
 			case "http-levee":
 				res, err := loopback.Run(ctx, loopback.Config{Name: name, Protection: backend.Levee, Client: loopback.Naive,
-					Work: work, Timeout: time.Second, Retries: 2, Phases: ph, Drain: 3 * time.Second})
+					Work: work, Timeout: time.Second, Retries: 2, Phases: ph, Drain: 3 * time.Second, SnapshotTrace: trace(name)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -91,7 +97,11 @@ func TestGRPCLab(t *testing.T) {
 				if kind == "grpc-levee" {
 					prot = backend.Levee
 				}
-				res, err := Run(ctx, Config{Name: name, Protection: prot, Work: work, Timeout: time.Second, Retries: 2, Phases: ph})
+				cfg := Config{Name: name, Protection: prot, Work: work, Timeout: time.Second, Retries: 2, Phases: ph}
+				if prot == backend.Levee {
+					cfg.SnapshotTrace = trace(name)
+				}
+				res, err := Run(ctx, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}

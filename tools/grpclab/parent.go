@@ -173,6 +173,11 @@ type Config struct {
 	Retries    int
 	Phases     []load.Phase
 	Drain      time.Duration // default 3s
+	// SnapshotTrace, if set (Levee protection only), is a file the
+	// backend writes its controller's snapshot to every 20 ms, one JSON
+	// backend.TraceLine a line (the HTTP lab's loopback.Config.SnapshotTrace
+	// writes the same lines every 50 ms).
+	SnapshotTrace string
 }
 
 // Result is one run's outcome, client and server side.
@@ -197,7 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, p := range cfg.Phases {
 		total += p.Duration
 	}
-	b, err := StartBackend(ctx, cfg.Protection, cfg.Work, total+cfg.Drain+time.Minute)
+	b, err := startBackend(ctx, backendConfig{Protection: cfg.Protection, Work: cfg.Work, Limit: total + cfg.Drain + time.Minute, Trace: cfg.SnapshotTrace})
 	if err != nil {
 		return nil, err
 	}
