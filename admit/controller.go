@@ -355,7 +355,7 @@ func (c *Controller) emitAll(o stepOut) {
 func (c *Controller) publishPlan(p, prev *plan) {
 	if p != nil {
 		p.until = c.last + planLife*int64(c.cfg.period)
-		p.carry(prev)
+		p.carry(prev, c.last)
 	}
 	c.plan.Store(p)
 }

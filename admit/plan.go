@@ -454,10 +454,18 @@ func buildPlan(in planInput) planResult {
 	return res
 }
 
-// carry continues the previous plan's paces where they have got to: a
-// pace of a fraction of a request a period then admits that fraction over
-// many periods, and a new plan does not grant a new burst.
-func (p *plan) carry(prev *plan) {
+// carry continues the previous plan's paces where they have got to at
+// now: a pace of a fraction of a request a period then admits that
+// fraction over many periods, and a new plan does not grant a new burst.
+// What a pace is ahead of now is carried in requests, not in time: one
+// request admitted at a pace of 0.02/s is 50 s of debt at that pace and
+// 20 ms at 50/s. Carried as time, the debt of a pace set while nothing
+// could be served (an episode entered at an admitted rate of 0.014/s
+// while a descriptor limit stalled the accept loop) refused the tenant
+// whole for the rest of the episode, seconds after its target had
+// climbed back (TestCarryInRequests; the files lab's runs that never
+// recovered).
+func (p *plan) carry(prev *plan, now int64) {
 	if p == nil || prev == nil {
 		return
 	}
@@ -475,8 +483,19 @@ func (p *plan) carry(prev *plan) {
 		}
 		for r := range e.pace {
 			if e.capped[r] && old.capped[r] {
-				e.pace[r].tat.Store(old.pace[r].tat.Load())
+				e.pace[r].tat.Store(e.pace[r].rescale(&old.pace[r], now))
 			}
 		}
 	}
+}
+
+// rescale returns old's theoretical arrival time re-expressed at g's
+// interval: as many requests ahead of now (or behind it) as old was.
+func (g *gcra) rescale(old *gcra, now int64) int64 {
+	tat := old.tat.Load()
+	if old.interval <= 0 || old.interval == g.interval {
+		return tat
+	}
+	ahead := float64(tat-now) / float64(old.interval) * float64(g.interval)
+	return now + int64(max(min(ahead, 1<<61), -(1<<61)))
 }

@@ -109,7 +109,7 @@ func TestBuildPlanTenants(t *testing.T) {
 		adm, cut := 0, uint64(0)
 		for i := range 20 {
 			res := buildPlan(in)
-			res.p.carry(prev)
+			res.p.carry(prev, int64(i)*int64(testPeriod))
 			adm += admittedOf(res.p, abuser.key, levee.Critical.Rank(), n, int64(i)*int64(testPeriod))
 			cut += res.p.find(abuser.key).cut.Load()
 			prev = res.p
@@ -155,7 +155,7 @@ func TestBudgetCarries(t *testing.T) {
 		adm, periods := 0, 200
 		for i := range periods {
 			res := buildPlan(planInput{shed: 1000 - share, rate: rate, units: []unit{ab}, fair: share / farAbove, period: period})
-			res.p.carry(prev)
+			res.p.carry(prev, int64(i)*int64(testPeriod))
 			adm += admittedOf(res.p, ab.key, levee.Critical.Rank(), 50, int64(i)*int64(testPeriod))
 			prev = res.p
 		}
@@ -303,5 +303,38 @@ func TestBuildPlanFloor(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCarryInRequests: a plan continues the previous plan's pace in
+// requests, not in time. A tenant paced at 0.02/s (an episode entered
+// while nothing could be served) and admitted once owes one request: 50 s
+// at that pace. When the next plan paces it at 50/s, that is 20 ms, and it
+// is admitted again within a period; carried as 50 s, it was refused for
+// the rest of the episode.
+func TestCarryInRequests(t *testing.T) {
+	const period = 0.05
+	ab := unitAt(0xA000_0000_0000_0000, levee.Critical, 1000)
+	var rate [levee.NumCriticalities]float64
+	rate[levee.Critical.Rank()] = 1000
+	plan := func(share float64) *plan {
+		return buildPlan(planInput{shed: 1000 - share, rate: rate, units: []unit{ab}, fair: share / farAbove, period: period}).p
+	}
+	slow := plan(0.02)
+	if got := admittedOf(slow, ab.key, levee.Critical.Rank(), 50, 0); got < 1 {
+		t.Fatalf("paced at 0.02/s: admitted %d of 50, want its first request", got)
+	}
+	fast := plan(50)
+	now := int64(testPeriod)
+	fast.carry(slow, now)
+	if got := admittedOf(fast, ab.key, levee.Critical.Rank(), 50, now); got < 2 {
+		t.Errorf("paced at 50/s after a plan at 0.02/s that admitted one request: admitted %d of 50 a period later, want its burst (the debt of one request is 20 ms now)", got)
+	}
+	// Its own pace is carried as before: a new plan at the same pace
+	// grants no new burst.
+	again := plan(50)
+	again.carry(fast, now)
+	if got := admittedOf(again, ab.key, levee.Critical.Rank(), 50, now); got != 0 {
+		t.Errorf("a plan at the same pace, carried at the same instant: admitted %d more, want 0 (no new burst)", got)
 	}
 }
