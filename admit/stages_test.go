@@ -401,6 +401,24 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("falling delay with the CPU as far over: target %.1f → %.1f, want a cut by the utilisation", s.target, s2.target)
 		}
 	})
+	t.Run("an idle process climbs fast with too little admitted to estimate from", func(t *testing.T) {
+		// An I/O-bound service reads a few per cent of its CPU at full
+		// throughput (load 0.03 at 50 requests/s): the estimate's case
+		// does not apply and the fallback rises 23 % a period. Once idle
+		// for longer than the lag it climbs at fastRise, as the estimate
+		// does: from a target cut to the floor (1e-3, a stall that let
+		// nothing through) to the 50/s arriving within 30 periods, where
+		// the fallback alone took 52 (the files lab).
+		s := law{shedding: true, target: 1e-3, corr: 1}
+		periods := 0
+		for ; periods < 100 && s.target < 50; periods++ {
+			adm := min(s.target, 50)
+			s, _ = s.step(lawIn{now: int64(periods) * int64(testDt), dt: testDt, load: 0.03, prop: 0.03, R: 50, admRate: adm, admitted: adm})
+		}
+		if periods > 30 {
+			t.Errorf("idle at load 0.03: %d periods to climb from 1e-3 to 50/s, want ≤ 30", periods)
+		}
+	})
 	t.Run("episode ends after the hold with nothing to shed", func(t *testing.T) {
 		hold := int64(episodeHold)
 		s := law{capEst: 1000, shedding: true, target: 1000, corr: 1, epStart: 0, lastShed: 2 * int64(time.Second)}
