@@ -459,12 +459,11 @@ func buildPlan(in planInput) planResult {
 // fraction over many periods, and a new plan does not grant a new burst.
 // What a pace is ahead of now is carried in requests, not in time: one
 // request admitted at a pace of 0.02/s is 50 s of debt at that pace and
-// 20 ms at 50/s. Carried as time, the debt of a pace set while nothing
-// could be served (an episode entered at an admitted rate of 0.014/s
-// while a descriptor limit stalled the accept loop) refused the tenant
-// whole for the rest of the episode, seconds after its target had
-// climbed back (TestCarryInRequests; the files lab's runs that never
-// recovered).
+// 20 ms at 50/s. Carried as time, a pace set while nothing could be
+// served (an episode can enter at an admitted rate near 0: 0.014/s was
+// read in the files lab, while a descriptor limit stalled the accept
+// loop) and used once would keep its tenant refused for 50 s, whatever
+// the paces of the plans after it (TestCarryInRequests).
 func (p *plan) carry(prev *plan, now int64) {
 	if p == nil || prev == nil {
 		return
