@@ -143,8 +143,8 @@ func TestQueueDelaySignal(t *testing.T) {
 
 // TestOverloadProtected runs Protect's gRPC setup on loopback under the
 // same 3× overload: the tap's calls go through the run queue (its gauges
-// leave 0), the queue-delay signal is wired (it reads a number, never
-// NaN, after the first interval) and reads 0 when idle.
+// leave 0), and the queue-delay signal reads 0 when idle and is fed by
+// the calls (an interval observes them; it reads a number, never NaN).
 //
 //	go test -tags realtime -count=1 -run TestOverloadProtected -v ./leveegrpc/
 func TestOverloadProtected(t *testing.T) {
@@ -165,15 +165,17 @@ func TestOverloadProtected(t *testing.T) {
 	light := lab.light(queue.Value)
 	var peakQueue float64
 	var peakRunning, peakWaiting, peakBound int
+	observed := false
 	rate, served := lab.overload(2*time.Second, func() {
 		peakQueue = math.Max(peakQueue, queue.Value())
+		observed = observed || queue.Reading().Observed
 		s := ctl.Snapshot()
 		peakRunning, peakWaiting, peakBound = max(peakRunning, s.Running), max(peakWaiting, s.Waiting), max(peakBound, s.RunBound)
 	})
 	t.Logf("light load: queue delay at most %.3f ms; 3× overload (%.0f/s for 2 s): %d served; queue delay peak %.1f ms; run queue peaks: running %d, waiting %d, bound %d",
 		light*1e3, rate, served, peakQueue*1e3, peakRunning, peakWaiting, peakBound)
-	if math.IsNaN(peakQueue) {
-		t.Error("queue delay read NaN under overload: the signal is not wired")
+	if math.IsNaN(peakQueue) || !observed {
+		t.Errorf("queue delay under overload: peak %v, an interval with calls observed %v; want a number, fed by the stats handler Protect installs", peakQueue, observed)
 	}
 	if peakRunning == 0 && peakWaiting == 0 {
 		t.Errorf("run queue under overload: running %d, waiting %d (bound %d); want its gauges above 0", peakRunning, peakWaiting, peakBound)
