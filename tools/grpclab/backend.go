@@ -262,7 +262,7 @@ func runBackend() int {
 	defer cancel()
 	var opts []grpc.ServerOption
 	var ctl *admit.Controller
-	traceErr := func() error { return nil }
+	var tr *backend.Tracer // nil: no trace
 	switch cfg.Protection {
 	case backend.None, "":
 	case backend.Levee:
@@ -279,7 +279,6 @@ func runBackend() int {
 		if cfg.ForceShed {
 			ctl.ForceShed(4, time.Now().Add(cfg.Limit))
 		}
-		var tr *backend.Tracer
 		if cfg.Trace != "" {
 			f, err := os.Create(cfg.Trace)
 			if err != nil {
@@ -288,7 +287,6 @@ func runBackend() int {
 			}
 			defer f.Close()
 			tr = backend.NewTracer(f, c.start)
-			traceErr = tr.Err
 		}
 		go c.watch(ctx, ctl, tr)
 	default:
@@ -315,7 +313,7 @@ func runBackend() int {
 	}
 	srv.Stop()
 	rep := c.report(cfg.Protection, work, ctl)
-	if err := traceErr(); err != nil {
+	if err := tr.Err(); err != nil {
 		rep.TraceErr = err.Error()
 	}
 	send("report", rep)
