@@ -49,8 +49,9 @@
 //	        H ≈ K near the target, 3.4K at 0.2)
 //	  arrivals jump above 2K and H → degradation up now, shedding at the next Step
 //	        at A = K (the signal would show the flood a period or two later);
-//	        until then admissions beyond max(2K, H) a period are shed by the
-//	        ladder down to K (surge.go)
+//	        until then (and at any load once a request's solo service time S
+//	        is known) admissions beyond max(2K, H, K·S/period) a period are
+//	        shed by the ladder down to K (surge.go)
 //	  over and degradation already up → shed, target A = K ÷ load (≤ K; ≤ H, and
 //	        the backlog below modelled on H, while the arrivals are below H:
 //	        then K may be a light load's floor under the demand) — or, when the

@@ -14,11 +14,13 @@ import (
 // (degradation first). Until then every request is admitted: on a
 // one-core server with 1 ms requests, a 5× flood admits a quarter of a
 // second of work each period, and that backlog is what stalls the process
-// at the onset. So while the degradation level is up and nothing is shed
-// yet, the Step arms a bound: when the period's arrivals pass surgeFactor
-// times the capacity learned so far (with a Poisson margin), the accept
-// path switches to a plan that admits about the capacity until the next
-// Step takes over. One Admit in surgeEvery checks it, with five atomic
+// at the onset. So while nothing is shed yet — while the degradation level
+// is up, and before that once the service time of a request running alone
+// is known — the Step arms a bound: when the period's arrivals pass
+// surgeFactor times the capacity learned so far (with a Poisson margin,
+// and never below what the capacity runs in one such service time), the
+// accept path switches to a plan that admits about the capacity until the
+// next Step takes over. One Admit in surgeEvery checks it, with five atomic
 // loads. The plan keeps the order of sacrifice: from the arrivals of each
 // criticality since the Step, the Admit that trips the bound computes the
 // ladder's shares (SHEDDABLE first, CRITICAL_PLUS last) that bring the
@@ -53,24 +55,41 @@ type surge struct {
 
 // armSurge returns the bound for the period after a Step at now (the
 // controller's scale) that counted arrived per criticality and measured
-// the arrival rate R, or nil: armed while degraded, with a capacity
-// learned, unless a plan sheds shares of an arrival rate at or above the
-// capacity (the plan then bounds what it admits; replacing it would drop
-// its tenant entries; a plan whose aim is above the arrival rate sheds
-// nothing and bounds nothing). It admits the capacity, or while shedding the
-// law's target if that is lower. It trips at surgeFactor times the
-// capacity, or at ceil, the most the capacity can be (law.capCeil), if
-// that is higher: a capacity learned at light load is only a floor, and
-// arrivals twice that floor may fit.
-func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R, target, period float64, degraded, shedding bool) *surge {
-	if !degraded || !(capEst > 0) || shedding && R >= capEst && R > target {
+// the arrival rate R, or nil: armed once a capacity is learned — while
+// degraded, and before that once the service time of a request running
+// alone (solo, seconds; 0 while unknown) is known — unless a plan sheds
+// shares of an arrival rate at or above the capacity (the plan then
+// bounds what it admits; replacing it would drop its tenant entries; a
+// plan whose aim is above the arrival rate sheds nothing and bounds
+// nothing). It admits the capacity, or while shedding the law's target if
+// that is lower. It trips at surgeFactor times the capacity, or at ceil,
+// the most the capacity can be (law.capCeil), if that is higher: a
+// capacity learned at light load is only a floor, and arrivals twice that
+// floor may fit; and never below what the capacity runs in one solo
+// service time (capacity × solo, the requests it runs at once): a burst
+// of 64 one-second requests on 64 cores doubles their latency at most,
+// where twice the capacity for a period (6 requests) would refuse most of
+// it.
+//
+// Why before degradation too: degradation rises at the first Step that
+// sees a flood, and on a saturated process that Step runs late, behind
+// the work the flood's first requests started — a one-core gRPC server
+// at a 5× onset from 0.7 of its capacity admitted 426 calls of 1 ms in
+// the 100 ms before its first Step ran (0.43 s of work), its connection
+// readers and its Steps starved behind them for 0.4 s, and the requests
+// read after that were too old to serve (the gRPC lab, traced 2026-12-04;
+// TestStarvedReaderBatch's "before the first Step"). The solo time is
+// asked for at light load, where a burst is more often one that fits:
+// without it the bound's length is not known.
+func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R, target, period, solo float64, degraded, shedding bool) *surge {
+	if !(capEst > 0) || !degraded && !(solo > 0) || shedding && R >= capEst && R > target {
 		return nil
 	}
 	admit := capEst
 	if shedding && target > 0 {
 		admit = min(admit, target)
 	}
-	n := max(surgeFactor*capEst, ceil) * period
+	n := max(surgeFactor*capEst*period, ceil*period, capEst*solo)
 	return &surge{base: arrived, at: now, capEst: admit, limit: uint64(n + 3*math.Sqrt(n) + 8), plan: &plan{budgetRank: -1}}
 }
 

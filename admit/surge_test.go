@@ -1,0 +1,112 @@
+package admit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+)
+
+// TestSurgeBeforeDegradation: a batch read at one instant while the server
+// is busy but not yet degraded — a flood's first requests, before the
+// Step that would see it has run — is bounded once the service time of a
+// request running alone is known, by the work the capacity does in two
+// periods or in one solo service time, whichever is longer. 1 ms
+// requests on one core: a one-core gRPC server at a 5× onset from 0.7 of
+// its capacity admitted 426 such calls before its first Step ran, and
+// starved its connection readers and its Steps behind them for 0.4 s.
+// 1 s requests on about 64 cores: a burst of 64 is what the capacity runs
+// at once and doubles their latency at most; it must be admitted whole —
+// two periods at twice the capacity (6 requests) would refuse most of it.
+func TestSurgeBeforeDegradation(t *testing.T) {
+	for _, tc := range []struct {
+		d      time.Duration // service time, alone
+		gap    time.Duration // between requests while learning (load 0.4)
+		load   float64       // then, before the bursts
+		level  bool          // the degradation level is up at that load
+		fits   float64       // a burst this many × capacity × solo must be admitted whole
+		bursts float64       // a burst this many × the bound must not be
+	}{
+		{d: time.Millisecond, gap: 2500 * time.Microsecond, load: 0.66, fits: 0, bursts: 4},
+		{d: time.Second, gap: 40 * time.Millisecond, load: 0.66, fits: 1, bursts: 4},
+		{d: time.Second, gap: 40 * time.Millisecond, load: 0.9, level: true, fits: 1, bursts: 4},
+	} {
+		t.Run(fmt.Sprint(tc.d, " load ", tc.load), func(t *testing.T) {
+			sig := &constSignal{v: 0.4 * 0.8, target: 0.8}
+			c, clk := withFakeClock(WithSignals(sig))
+			c.Step(c.timeAt(clk.now()))
+			type held struct {
+				tk   Ticket
+				done int64
+			}
+			var inFlight []held
+			tick := min(tc.d, tc.gap, 10*time.Millisecond)
+			next := clk.now()
+			wait := true // while learning; busy, the run queue is on, and a test cannot park
+			run := func(dur time.Duration) {
+				for end := clk.now() + int64(dur); clk.now() < end; clk.advance(tick) {
+					kept := inFlight[:0]
+					for _, h := range inFlight {
+						if h.done <= clk.now() {
+							h.tk.Done(nil)
+						} else {
+							kept = append(kept, h)
+						}
+					}
+					inFlight = kept
+					for ; next <= clk.now(); next += int64(tc.gap) {
+						tk, err := c.Admit(context.Background())
+						if err == nil && wait {
+							err = tk.Wait(context.Background())
+							if err != nil {
+								t.Fatalf("at load 0.4: %v", err)
+							}
+						}
+						if err == nil {
+							inFlight = append(inFlight, held{tk, clk.now() + int64(tc.d)})
+						}
+					}
+				}
+			}
+			run(40 * time.Second)
+			solo := c.solo.seconds()
+			if math.Abs(solo-tc.d.Seconds()) > 0.05*tc.d.Seconds() {
+				t.Fatalf("solo service time %.4fs, want about %v", solo, tc.d)
+			}
+			sig.v = tc.load * 0.8
+			wait = false
+			run(2 * time.Second)
+			if lvl := c.report.level; (lvl != 0) != tc.level {
+				t.Fatalf("degradation level %d at load %v; the case needs it up: %v", lvl, tc.load, tc.level)
+			}
+			capEst, ceil, period := c.law.capEst, c.law.capCeil(), c.cfg.period.Seconds()
+			n := max(surgeFactor*capEst*period, ceil*period, capEst*solo)
+			bound := n + 3*math.Sqrt(n) + 8
+			burst := func(k int) (admitted int) {
+				for range k {
+					if tk, err := c.Admit(context.Background()); err == nil {
+						admitted++
+						inFlight = append(inFlight, held{tk, clk.now() + int64(tc.d)})
+					}
+				}
+				return admitted
+			}
+			if tc.fits > 0 {
+				k := int(tc.fits * capEst * solo)
+				if got := burst(k); got != k {
+					t.Errorf("capacity %.1f/s, solo %.3fs: admitted %d of a burst of %d, what the capacity runs at once", capEst, solo, got, k)
+				}
+				run(3 * time.Second) // drain it
+			}
+			k := int(tc.bursts * bound)
+			got := burst(k)
+			t.Logf("capacity %.1f/s (ceiling %.1f), solo %.4fs: bound %.0f, admitted %d of a burst of %d", capEst, ceil, solo, bound, got, k)
+			// The bound trips at a check (one Admit in surgeEvery); what
+			// follows is admitted at the capacity's share of the burst.
+			if most := int(bound) + surgeEvery + int(float64(k)*capEst/(float64(k)/period)) + 1; got > most {
+				t.Errorf("admitted %d of a burst of %d read at once, want ≤ %d", got, k, most)
+			}
+		})
+	}
+}
