@@ -278,7 +278,9 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	}
 	cnt.completed = c.completed.Load()
 	dry := c.dry.Load()
-	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst, capCeil: c.law.capCeil(), unread: c.unreadNow()})
+	unread := c.unreadNow()
+	m := c.meter.step(meterIn{counts: cnt, dt: time.Duration(dt), load: load, shedding: c.law.shedding, capEst: c.law.capEst, capCeil: c.law.capCeil(),
+		unread: unread, behind: unread > unreadBehind*c.run.procs})
 	share, noRetry := c.retry.step(c.retried.Load(), m.arrived, time.Duration(dt))
 	c.sampleShift.Store(c.tenants.observe(&c.ring, c.sampleShift.Load(), now, dt, m.arrived*sec))
 

@@ -46,7 +46,17 @@ type meterIn struct {
 	// unread is the demand waiting unread now (signals.go's backlog;
 	// NaN: unknown).
 	unread float64
+	// behind: the unread count is far above what a process that keeps
+	// up with its connections shows (unreadBehind per core).
+	behind bool
 }
+
+// unreadBehind is the unread count per core above which the process is
+// taken to be behind on reading its connections: at rest it reads a few
+// goroutines (0–7 on one core through a lab's calm phases), behind a
+// backlog of admitted handlers hundreds (100–800 on one core at a 5×
+// flood, the gRPC lab traced 2026-12-04).
+const unreadBehind = 16
 
 // meterOut is what the meter measured.
 type meterOut struct {
@@ -168,12 +178,19 @@ func (m *meter) step(in meterIn) meterOut {
 	exp, got := total*sec, totalNow*sec
 	margin := 3 * math.Sqrt(exp)
 	wasInit := m.init
-	// A drop seen while the signal reads overloaded is more likely the
-	// process falling behind on reading requests (a saturated one-core
-	// process runs its connection goroutines late) than the clients going
-	// away: taken at once, it would raise the admitted fraction just as
-	// the backlog grows. It is smoothed like any other change.
-	drop := got < exp/rateJump-margin-1 && !(in.shedding && in.load > 1)
+	// A drop seen while the signal reads overloaded, or while shedding
+	// with the process behind on reading its connections, is more likely
+	// the process falling behind (a saturated one-core process runs its
+	// connection goroutines late) than the clients going away: taken at
+	// once, it would raise the admitted fraction just as the backlog
+	// grows. It is smoothed like any other change. The second case is
+	// the one the signals miss: a one-core gRPC server at a 5× flood,
+	// hundreds of goroutines waiting for the core behind a batch it had
+	// admitted, counted no arrival in a period while its CPU reading had
+	// dipped to 0.68 of target; the drop, taken at once, published a plan
+	// that shed nothing, and the reader's next batch was admitted (the
+	// gRPC lab, traced 2026-12-04; TestMeterStep's "behind on reading").
+	drop := got < exp/rateJump-margin-1 && !(in.shedding && (in.load > 1 || in.behind))
 	jump := !m.init || got > rateJump*exp+margin+1 || drop
 	// Shedding while the signal reads below half its target: the arrivals
 	// have fallen (a spike ended) and the smoothed rate, kept high for a

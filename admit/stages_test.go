@@ -29,6 +29,7 @@ func TestMeterStep(t *testing.T) {
 		before, next uint64
 		periods      int
 		shedding     bool
+		behind       bool // in the last period
 		load, capEst float64
 		rejected     [3]uint64 // deadline, quota, overload in the last period
 		wantR        float64   // requests/s
@@ -50,6 +51,10 @@ func TestMeterStep(t *testing.T) {
 			wantR: 400, wantJump: true, wantAdmitted: 400, wantArrived: 400},
 		{name: "drop smoothed while shedding and overloaded", before: 100, periods: 40, next: 20, load: 1.3, shedding: true,
 			wantR: 2000 - 1600*(1-math.Exp(-0.05)), wantAdmitted: 400, wantArrived: 400, tolR: 0.01},
+		{name: "drop smoothed while shedding and behind on reading", before: 100, periods: 40, next: 0, load: 0.85, shedding: true, behind: true,
+			wantR: 2000 - 2000*(1-math.Exp(-0.05)), wantAdmitted: 0, wantArrived: 0, tolR: 0.01},
+		{name: "drop taken at once while shedding below target, keeping up", before: 100, periods: 40, next: 20, load: 0.85, shedding: true,
+			wantR: 400, wantJump: true, wantAdmitted: 400, wantArrived: 400},
 		{name: "deadline and quota rejections are not eligible; overload ones are not admitted", next: 50,
 			rejected: [3]uint64{5, 5, 10}, wantR: 800, wantJump: true, wantAdmitted: 600, wantArrived: 1000},
 	}
@@ -61,7 +66,7 @@ func TestMeterStep(t *testing.T) {
 			m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding})
 		}
 		c = countsAfter(c, levee.Critical, tt.next, tt.rejected[0], tt.rejected[1], tt.rejected[2])
-		out := m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, capEst: tt.capEst, capCeil: tt.capEst})
+		out := m.step(meterIn{counts: c, dt: testDt, load: tt.load, shedding: tt.shedding, capEst: tt.capEst, capCeil: tt.capEst, behind: tt.behind})
 		if math.Abs(out.R-tt.wantR) > tt.tolR+1e-6 {
 			t.Errorf("%s: R = %.3f/s, want %.3f/s", tt.name, out.R, tt.wantR)
 		}
