@@ -78,7 +78,7 @@ type surge struct {
 // the 100 ms before its first Step ran (0.43 s of work), its connection
 // readers and its Steps starved behind them for 0.4 s, and the requests
 // read after that were too old to serve (the gRPC lab, traced 2026-12-04;
-// TestStarvedReaderBatch's "before the first Step"). The solo time is
+// TestSurgeBeforeDegradation). The solo time is
 // asked for at light load, where a burst is more often one that fits:
 // without it the bound's length is not known.
 func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R, target, period, solo float64, degraded, shedding bool) *surge {

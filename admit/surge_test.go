@@ -16,12 +16,13 @@ import (
 // requests on one core: a one-core gRPC server at a 5× onset from 0.7 of
 // its capacity admitted 426 such calls before its first Step ran, and
 // starved its connection readers and its Steps behind them for 0.4 s.
-// 1 s requests on about 64 cores: a burst of 64 is what the capacity runs
-// at once and doubles their latency at most; it must be admitted whole —
-// two periods at twice the capacity (6 requests) would refuse most of it,
-// as the code before did once degraded (21 of 32 at load 0.9). Swept over
-// 100 µs and 1 ms requests on one core, 1 ms on about 64 (a request every
-// 40 µs at load 0.4) and 1 s on about 64.
+// 1 s requests on about 40 cores (a request every 40 ms at load 0.4): a
+// burst of 40 is what the capacity runs at once and doubles their latency
+// at most; it must be admitted whole — two periods at twice the capacity
+// (4 requests, 18 with the margin) would refuse most of it, as the code
+// before did once degraded (21 of 32 at load 0.9). Swept over 100 µs and
+// 1 ms requests on one core, 1 ms on about 40 (a request every 40 µs at
+// load 0.4) and 1 s on about 40.
 func TestSurgeBeforeDegradation(t *testing.T) {
 	for _, tc := range []struct {
 		d      time.Duration // service time, alone
@@ -33,7 +34,7 @@ func TestSurgeBeforeDegradation(t *testing.T) {
 	}{
 		{d: 100 * time.Microsecond, gap: 250 * time.Microsecond, load: 0.66, fits: 0, bursts: 4},
 		{d: time.Millisecond, gap: 2500 * time.Microsecond, load: 0.66, fits: 0, bursts: 4},
-		{d: time.Millisecond, gap: 40 * time.Microsecond, load: 0.66, fits: 1, bursts: 4}, // about 64 cores
+		{d: time.Millisecond, gap: 40 * time.Microsecond, load: 0.66, fits: 1, bursts: 4}, // about 40 cores
 		{d: time.Second, gap: 40 * time.Millisecond, load: 0.66, fits: 1, bursts: 4},
 		{d: time.Second, gap: 40 * time.Millisecond, load: 0.9, level: true, fits: 1, bursts: 4},
 	} {
