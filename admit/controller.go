@@ -319,7 +319,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	res, fair := c.tenants.plan(c.planned)
 	c.snapped = res.snapped
 	c.publishPlan(res.p, prev)
-	c.surge.Store(armSurge(cnt.arrivals, now, c.law.capEst, c.law.capCeil(), m.R, c.law.target, c.cfg.period.Seconds(), c.solo.seconds(), level > 0, c.law.shedding))
+	c.surge.Store(armSurge(c.surge.Load(), cnt.arrivals, now, c.law.capEst, c.law.capCeil(), m.R, c.law.target, c.cfg.period.Seconds(), c.solo.seconds(), level > 0, c.law.shedding))
 
 	noRetryChanged := c.publish(ra, noRetry)
 

@@ -81,7 +81,12 @@ type surge struct {
 // TestSurgeBeforeDegradation). The solo time is
 // asked for at light load, where a burst is more often one that fits:
 // without it the bound's length is not known.
-func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R, target, period, solo float64, degraded, shedding bool) *surge {
+//
+// prev is the bound of the period before (nil: none): a bound that did not
+// trip never published its plan, and its plan (15 KB) is taken for the new
+// one rather than allocated again each period — claimed by tripping prev,
+// so that no Admit still holding prev can fill it.
+func armSurge(prev *surge, arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R, target, period, solo float64, degraded, shedding bool) *surge {
 	if !(capEst > 0) || !degraded && !(solo > 0) || shedding && R >= capEst && R > target {
 		return nil
 	}
@@ -90,7 +95,13 @@ func armSurge(arrived [levee.NumCriticalities]uint64, now int64, capEst, ceil, R
 		admit = min(admit, target)
 	}
 	n := max(surgeFactor*capEst*period, ceil*period, capEst*solo)
-	return &surge{base: arrived, at: now, capEst: admit, limit: uint64(n + 3*math.Sqrt(n) + 8), plan: &plan{budgetRank: -1}}
+	var p *plan
+	if prev != nil && prev.fired.CompareAndSwap(false, true) {
+		p = prev.plan // never published: as allocated
+	} else {
+		p = &plan{budgetRank: -1}
+	}
+	return &surge{base: arrived, at: now, capEst: admit, limit: uint64(n + 3*math.Sqrt(n) + 8), plan: p}
 }
 
 // checkSurge is called by one Admit in surgeEvery, with cur the plan it

@@ -116,3 +116,29 @@ func TestSurgeBeforeDegradation(t *testing.T) {
 		})
 	}
 }
+
+// TestSurgePlanReused: a bound that did not trip hands its plan, never
+// published, to the next period's bound instead of a new allocation each
+// Step; one that tripped (its plan published) does not, and a bound
+// claimed so can no longer trip.
+func TestSurgePlanReused(t *testing.T) {
+	var arrived [4]uint64
+	arm := func(prev *surge) *surge {
+		return armSurge(prev, arrived, 0, 1000, 1200, 100, 0, 0.05, 0.001, false, false)
+	}
+	a := arm(nil)
+	if a == nil {
+		t.Fatal("not armed at light load with a solo time known")
+	}
+	b := arm(a)
+	if b.plan != a.plan {
+		t.Error("an untripped bound's plan was not reused")
+	}
+	if a.fired.CompareAndSwap(false, true) {
+		t.Error("the bound whose plan was reused can still trip")
+	}
+	b.fired.Store(true) // tripped: its plan is published
+	if c := arm(b); c.plan == b.plan {
+		t.Error("a published plan was reused")
+	}
+}
