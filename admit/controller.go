@@ -179,7 +179,7 @@ func New(opts ...Option) *Controller {
 			c.unread = b
 		}
 	}
-	c.combine = newCombiner(util)
+	c.combine = newCombiner(cfg.signals, util, cfg.period)
 	c.report.snap.AdmitFraction = 1
 	for _, s := range cfg.signals { // the snapshot lists the signals from the first instant
 		c.report.snap.Signals = append(c.report.snap.Signals, SignalState{Name: s.Name(), Value: s.Value(), Target: s.Target()})

@@ -1,6 +1,11 @@
 package admit
 
-import "math"
+import (
+	"math"
+	"time"
+
+	"github.com/levee-dev/levee"
+)
 
 // How signals combine.
 //
@@ -14,25 +19,38 @@ import "math"
 //
 //   - a delay signal above its target is overload;
 //   - a utilisation above its target is overload when work is seen to
-//     wait (a delay signal at half its target or more), or when there is
-//     no delay signal to ask, or, as a safety net, when it has stayed
-//     above its target for utilPersist periods (2 s) with no delay signal
-//     seeing anything: the queue may be out of every delay signal's sight
-//     (in the kernel's socket buffers, when requests are short and
-//     connections few). The net is coarse on purpose: near its capacity a
-//     server's busy spells are long (measured in the simulator: 64 cores
-//     of 1 s requests at 0.95 of capacity keep every core busy for two
-//     seconds at a time with nothing waiting long; 3 cores of 10 ms
-//     requests, for a few hundred milliseconds), and a shorter net would
-//     shed requests that fit;
+//     wait long (a delay signal at delayConfirm, three quarters, of its
+//     target or more), or when there is no delay signal to ask, or, as a
+//     safety net, when it has stayed above its target for utilPersist
+//     periods (2 s) in which no delay signal saw anything wait (every one
+//     below delayVisible, an eighth, of its target): the queue may then be
+//     out of every delay signal's sight (in the kernel's socket buffers,
+//     when requests are short and connections few). A delay signal that
+//     sees a queue shorter than its target says the work is served in
+//     time, and stops the net: near its capacity a server's busy spells
+//     are long (an M/M/c queue at load 0.95 relaxes over about
+//     1 ÷ (cores × service rate × (1 − √0.95)²), 5 s for 3 cores of 10 ms
+//     requests, 24 s for 64 cores of 1 s), so a net on the CPU alone shed
+//     requests that fit (the simulator's sweep at 0.95: 1–3 % on 3 cores
+//     of 10 ms requests and on 64 of 1 s, with its queue read at 3–40 % of
+//     the target throughout);
+//   - the confirmation is three quarters of the target, not less: with
+//     the queue's target at 100 service times per core, the interval
+//     minimum of such a queue at load 0.95 passes half of it in about 7 %
+//     of intervals and three quarters in about 2 % (ρ^50 and ρ^75), and a
+//     confirmation at half shed 1–2 % of requests that fitted in the
+//     sweep's exponential shapes at 0.95; a real overload's queue grows
+//     past any fraction of the target within a few periods;
 //   - a delay above its target is overload at once (at the boundary
 //     between two criticalities, a re-entry one period late costs the more
 //     critical one: CRITICAL admitted 0.986 instead of 0.991 when two
 //     periods were required); a utilisation's verdict must hold for
-//     entryPersist periods: a busy moment's reading, noisy around a
-//     target set near full use, is not overload (measured in the
-//     simulator at 0.95 of capacity: 1.6–4.9% of requests that fitted
-//     were shed without it).
+//     entryPersist readings of the slowest delay signal that may confirm
+//     it (utilEntry periods: the queue delay's 100 ms interval is two
+//     50 ms periods, and one reading seen twice is not two): a busy
+//     moment's reading, noisy around a target set near full use, is not
+//     overload (measured in the simulator at 0.95 of capacity: 1.6–4.9%
+//     of requests that fitted were shed without any persistence).
 //
 // Once overloaded, the control law steers the maximum over all signals of
 // value ÷ target to 1: the utilisation gives the proportional reading a
@@ -44,6 +62,8 @@ import "math"
 const (
 	entryPersist = 2
 	utilPersist  = 40
+	delayConfirm = 0.75
+	delayVisible = 0.125
 )
 
 // saturating is a utilisation signal (package pressure's CPU): Saturation
@@ -90,19 +110,40 @@ type reading struct {
 // combiner is the stage that applies the rule; it keeps how long each
 // condition has held.
 type combiner struct {
-	util []bool // per signal: a utilisation
-	runs []int  // per signal: consecutive periods above target
-	over int    // consecutive periods of overload evidence
+	util  []bool // per signal: a utilisation
+	runs  []int  // per signal: consecutive periods above target
+	over  int    // consecutive periods of overload evidence
+	quiet int    // consecutive periods no delay signal saw anything wait
+	// utilEntry is how many periods a utilisation's verdict must hold:
+	// entryPersist readings of the slowest delay signal that may confirm
+	// it (a queue's 100 ms interval is two 50 ms periods, and one reading
+	// seen twice is not two).
+	utilEntry int
 }
 
-func newCombiner(util []bool) combiner {
-	return combiner{util: util, runs: make([]int, len(util))}
+// periodic is a signal that samples at its own period (package
+// pressure's signals): a reading may stand for several control periods.
+type periodic interface{ Period() time.Duration }
+
+// newCombiner returns the combiner for signals sigs, util[i] telling
+// whether sigs[i] is a utilisation, stepped every period.
+func newCombiner(sigs []levee.Signal, util []bool, period time.Duration) combiner {
+	c := combiner{util: util, runs: make([]int, len(util)), utilEntry: entryPersist}
+	for i, s := range sigs {
+		p, ok := s.(periodic)
+		if util[i] || !ok || period <= 0 {
+			continue
+		}
+		k := int((p.Period() + period - 1) / period) // control periods a reading stands for
+		c.utilEntry = max(c.utilEntry, entryPersist*k)
+	}
+	return c
 }
 
 // step combines one period's states.
 func (c *combiner) step(states []SignalState) reading {
 	r := reading{bind: -1}
-	delays, delayHalf, delayOver, utils := 0, false, false, 0
+	delays, confirmed, delayOver, delaySeen, utils := 0, false, false, false, 0
 	for i, s := range states {
 		l := s.Load()
 		if math.IsNaN(l) {
@@ -126,13 +167,19 @@ func (c *combiner) step(states []SignalState) reading {
 			r.prop = max(r.prop, l)
 		} else {
 			delays++
-			delayHalf = delayHalf || l >= 0.5
+			confirmed = confirmed || l >= delayConfirm
+			delaySeen = delaySeen || l >= delayVisible
 			delayOver = delayOver || l > 1
 		}
 	}
+	if delaySeen {
+		c.quiet = 0
+	} else {
+		c.quiet++
+	}
 	util := false
 	for i := range states {
-		if c.util[i] && c.runs[i] > 0 && (delays == 0 || delayHalf || c.runs[i] >= utilPersist) {
+		if c.util[i] && c.runs[i] > 0 && (delays == 0 || confirmed || min(c.runs[i], c.quiet) >= utilPersist) {
 			util = true
 		}
 	}
@@ -141,7 +188,7 @@ func (c *combiner) step(states []SignalState) reading {
 	} else {
 		c.over = 0
 	}
-	r.over = delayOver || c.over >= entryPersist
+	r.over = delayOver || c.over >= c.utilEntry
 	if utils == 0 {
 		r.prop = r.load
 	}

@@ -451,8 +451,12 @@ func TestCombineSignals(t *testing.T) {
 	}{
 		{"CPU over its target, nothing waits: busy, not overloaded (until it persists 2 s)", []SignalState{cpu(0.97), queue(0.001), sched(0.002)}, []bool{true, false, false}, utilPersist + 1, 0.97 / 0.95,
 			append(make([]bool, utilPersist), true)},
-		{"CPU over its target and a queue at half its target: overloaded from the 2nd period", []SignalState{cpu(0.97), queue(0.005), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
+		{"CPU over its target and a queue at three quarters of its target: overloaded from the 2nd period", []SignalState{cpu(0.97), queue(0.0075), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
 			[]bool{false, true, true}},
+		{"CPU over its target and a queue at half its target: busy, work served in time", []SignalState{cpu(0.97), queue(0.005), sched(0.002)}, []bool{true, false, false}, 3, 0.97 / 0.95,
+			[]bool{false, false, false}},
+		{"CPU over its target for 2 s with a queue in sight and short: no safety net", []SignalState{cpu(0.97), queue(0.003), sched(0.002)}, []bool{true, false, false}, utilPersist + 5, 0.97 / 0.95,
+			make([]bool, utilPersist+5)},
 		{"CPU alone, no delay signal: over its target is overload from the 2nd period", []SignalState{cpu(0.97)}, []bool{true}, 2, 0.97 / 0.95, []bool{false, true}},
 		{"a queue over its target, CPU low (a slow dependency): overloaded", []SignalState{cpu(0.2), queue(0.030)}, []bool{true, false}, 2, 3, []bool{true, true}},
 		{"a delay signal without a reading confirms nothing, and is not asked", []SignalState{cpu(0.97), queue(nan)}, []bool{true, false}, 2, 0.97 / 0.95, []bool{false, true}},
@@ -461,11 +465,89 @@ func TestCombineSignals(t *testing.T) {
 		{"an infinite delay counts as far over", []SignalState{queue(math.Inf(1))}, []bool{false}, 2, 100, []bool{true, true}},
 	}
 	for _, tt := range tests {
-		c := newCombiner(tt.util)
+		c := newCombiner(nil, tt.util, 0)
 		for p := range tt.periods {
 			got := c.step(tt.states)
 			if math.Abs(got.load-tt.wantLoad) > 1e-9 || got.over != tt.wantOver[p] {
 				t.Errorf("%s: period %d: load %.4f over %v, want %.4f %v", tt.name, p+1, got.load, got.over, tt.wantLoad, tt.wantOver[p])
+			}
+		}
+	}
+}
+
+// TestMeterFloodConfirmed: a flood is seen in the period its count jumps
+// and confirmed in the next only by that period's own count. A 64-core
+// server of 1 s requests at 0.95 of its capacity (60/s: 3 a 50 ms period)
+// counts 11 in one period by chance every few minutes; the smoothed rate,
+// taken up at once, then stayed above the flood's bar for the next period
+// and an episode was entered on nothing.
+func TestMeterFloodConfirmed(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		before     uint64 // a period, warming
+		jump, next uint64 // the jump's period, then the next
+		capEst     float64
+		wantFlood  [2]bool
+	}{
+		{"one period's chance count: seen, not confirmed", 3, 11, 3, 62, [2]bool{true, false}},
+		{"a flood that goes on: confirmed", 3, 11, 12, 62, [2]bool{true, true}},
+		{"a 5× flood of 1 ms requests, read at half the rate the next period: confirmed", 50, 250, 120, 1000, [2]bool{true, true}},
+		{"back to the rate before: not confirmed", 50, 250, 50, 1000, [2]bool{true, false}},
+	} {
+		var m meter
+		var c counts
+		step := func(n uint64) meterOut {
+			c = countsAfter(c, levee.Critical, n, 0, 0, 0)
+			return m.step(meterIn{counts: c, dt: testDt, load: 0.9, capEst: tt.capEst, capCeil: tt.capEst})
+		}
+		for range 40 {
+			step(tt.before)
+		}
+		a, b := step(tt.jump), step(tt.next)
+		if a.flood != tt.wantFlood[0] || b.flood != tt.wantFlood[1] || b.wasFlood != a.flood {
+			t.Errorf("%s: flood %v then %v (was %v), want %v", tt.name, a.flood, b.flood, b.wasFlood, tt.wantFlood)
+		}
+	}
+}
+
+// periodSignal is a fixed reading sampled every period.
+type periodSignal struct {
+	name          string
+	value, target float64
+	period        time.Duration
+}
+
+func (s periodSignal) Name() string          { return s.name }
+func (s periodSignal) Value() float64        { return s.value }
+func (s periodSignal) Target() float64       { return s.target }
+func (s periodSignal) Period() time.Duration { return s.period }
+func (s periodSignal) state() SignalState {
+	return SignalState{Name: s.name, Value: s.value, Target: s.target}
+}
+
+// TestCombineReadingsNotPeriods: a utilisation's verdict, confirmed by a
+// delay signal that samples every 100 ms, holds for two of its readings,
+// not two 50 ms control periods (which one reading spans), and for two
+// periods when every signal samples at the control period.
+func TestCombineReadingsNotPeriods(t *testing.T) {
+	cpu := periodSignal{name: "cpu", value: 0.97, target: 0.95, period: 50 * time.Millisecond}
+	for _, tt := range []struct {
+		name       string
+		queueEvery time.Duration
+		ctrl       time.Duration
+		firstOver  int // 1-based period of the first verdict "over"
+	}{
+		{"queue every 100 ms, control every 50 ms", 100 * time.Millisecond, 50 * time.Millisecond, 4},
+		{"queue every 50 ms, control every 50 ms", 50 * time.Millisecond, 50 * time.Millisecond, 2},
+		{"queue every 100 ms, control every 20 ms", 100 * time.Millisecond, 20 * time.Millisecond, 10},
+		{"queue every 100 ms, control every 1 s", 100 * time.Millisecond, time.Second, 2},
+	} {
+		q := periodSignal{name: "queue_delay", value: 0.008, target: 0.010, period: tt.queueEvery}
+		c := newCombiner([]levee.Signal{cpu, q}, []bool{true, false}, tt.ctrl)
+		for p := 1; p <= tt.firstOver+1; p++ {
+			got := c.step([]SignalState{cpu.state(), q.state()})
+			if want := p >= tt.firstOver; got.over != want {
+				t.Errorf("%s: period %d: over %v, want %v", tt.name, p, got.over, want)
 			}
 		}
 	}
