@@ -84,30 +84,32 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 // capacity beyond; the issue's figures where they are met, the measured
 // bound where they are not (see the admit report):
 //
-//   - at 0.7, 0.8 and 0.9 of capacity its goodput is within 0.01 of the
-//     unprotected tier's (which serves all of it);
-//   - at 0.95, within 0.035 (the issue asks 0.01; met where the CPU does
-//     not stay pegged: 64 cores of 1 s requests keep every core busy for
-//     seconds at 0.95 and trip the utilisation safety net of admit's
-//     signals.go, and the standing queue of an M/M/c tier near capacity
-//     trips the queue signal);
+//   - at 0.7, 0.8, 0.9 and 0.95 of capacity its goodput is within 0.01
+//     of the unprotected tier's (which serves all of it), as the issue
+//     asks (at 0.95 it was 0.035 until a utilisation over its target
+//     needed a queue at three quarters of its target, two readings of
+//     it, and a delay signal out of sight for the safety net, and a flood
+//     in the arrivals a second period's own count: admit's signals.go
+//     and meter.go);
 //   - at 1.2× and 2×, goodput ≥ 0.9 of capacity, as the issue asks
-//     (0.913–0.973 over the full sweep; one core with exponential service
-//     times read 0.886 at 2× while the queue target was still learned
-//     during an overload, from arrivals most of which were refused);
+//     (0.918–0.966 over the full sweep);
 //   - at 5×, ≥ 0.7 of capacity (the issue asks within 0.03 of
 //     cpu_target × (1 − reject_cost × rejections ÷ capacity), 0.87:
-//     constant service times on up to 32 cores come within it,
-//     exponential ones reach 0.80–0.81 (64 cores of 1 s requests 0.74–0.76)
-//     and constant 1 s requests on 64 cores 0.72–0.73: the arrivals
-//     swing with the retries (320 to 3,600 a second in a traced run of 3
-//     cores × 10 ms, whose new requests come at a steady 1,500) and the
-//     CPU idles in their troughs).
+//     constant service times on up to 32 cores come within it
+//     (0.865–0.870), exponential ones reach 0.77–0.83 and constant 1 s
+//     requests on 64 cores 0.74–0.75. Traced on one core of exponential
+//     1 ms requests (0.77): the admitted work and the refusals keep the
+//     core at 0.91 on average, and the queue in front of admission — the
+//     tier's, first come first served — drifts, as a queue this close to
+//     full use does, out to the clients' 200 ms timeout for seconds at a
+//     time: 340 attempts a second fail there, a tenth of the CPU goes on
+//     work nobody waits for. Constant service times halve the drift.)
 //
 // The simulator's levee clients retry within a budget (a naive client
 // model against a levee tier is not in the simulator), so at 5× they
 // retry little; rejections still cost 2% of a request each. The full
-// sweep takes minutes: it runs with LEVEE_SWEEP=1; otherwise two shapes.
+// sweep (35 s on two cores) runs with LEVEE_SWEEP=1, as .ci/run does;
+// otherwise two shapes.
 func TestSweep(t *testing.T) {
 	shapes := []sweepShape{
 		{1, time.Millisecond, "exp"}, {3, 10 * time.Millisecond, "exp"}, {32, 100 * time.Millisecond, "exp"}, {64, time.Second, "exp"},
@@ -143,13 +145,9 @@ func TestSweep(t *testing.T) {
 					gu, gl := u.GoodputRPS/c, l.GoodputRPS/c
 					line := fmt.Sprintf("%-16s %4g× seed %d: unprotected %.3f levee %.3f of capacity, rejected %.3f", sh, load, seed, gu, gl, l.RejectedRPS/c)
 					switch {
-					case load <= 0.9:
+					case load <= 0.95:
 						if gl < gu-0.01 {
 							t.Errorf("%s: want levee within 0.01 of unprotected", line)
-						}
-					case load <= 0.95:
-						if gl < gu-0.035 {
-							t.Errorf("%s: want levee within 0.035 of unprotected", line)
 						}
 					case load <= 2:
 						if gl < 0.9 {
