@@ -382,7 +382,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 
 	st.step(&w, c.cfg)
 	c.capacity.store(st.capacityNow)
-	c.budget.Store(int64(st.budget))
+	c.budget.Store(int64(st.budget * float64(time.Second))) // st.budget is in seconds
 	c.value.store(st.valueNow)
 	c.reading = st.readingAt(now)
 }

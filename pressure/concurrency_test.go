@@ -231,6 +231,42 @@ func TestBudgetLearning(t *testing.T) {
 	}
 }
 
+// TestBudgetThroughTheSet: the median budget the callers send reaches
+// Budget in its unit, and through Default's wiring caps the queue
+// target at a quarter of it. (Budget once returned the learned seconds as
+// nanoseconds: 0 for budgets under a second, a few nanoseconds above, and
+// the queue target fell to its 5 ms floor whenever callers sent 1 s or
+// more — found by the simulator once its instances had this signal.)
+func TestBudgetThroughTheSet(t *testing.T) {
+	for _, budget := range []time.Duration{300 * time.Millisecond, 2 * time.Second, 30 * time.Second} {
+		set, err := Simulated(func() (time.Duration, error) { return 0, nil }, func() int { return 1 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := set.Concurrency
+		at := time.Unix(1000, 0)
+		c.SampleAt(at)
+		for range 40 { // 2 s of 50 ms periods, 4 requests each
+			for range 4 {
+				s := c.StartAt(at, budget)
+				c.DoneAt(s, at.Add(time.Millisecond), 0)
+			}
+			at = at.Add(50 * time.Millisecond)
+			c.SampleAt(at)
+		}
+		got := c.Budget()
+		if got < budget/2 || got > 2*budget {
+			t.Errorf("callers sending %v: Budget %v; want within a factor of 2 (its log2 bucket)", budget, got)
+		}
+		// Unlearned scale: 100 ms, capped by a quarter of the budget.
+		set.Queue.SampleAt(at)
+		want := min(100*time.Millisecond, got/4)
+		if q := seconds(set.Queue.Target()); (q - want).Abs() > time.Microsecond {
+			t.Errorf("callers sending %v: queue target %v; want min(100 ms, a quarter of %v) = %v", budget, q, got, want)
+		}
+	}
+}
+
 // slowDep is a dependency that answers in 5 ms, and in 50 ms from from to
 // to.
 func slowDep(from, to time.Duration) func(time.Duration) time.Duration {
