@@ -251,6 +251,11 @@ type Levee struct {
 	// default pressure's (learned: 100 × the CPU per request per core);
 	// negative disables the signal.
 	QueueDelayTarget Duration `yaml:"queue_delay_target"`
+	// Concurrency says whether the instance has the concurrency signal
+	// (pressure.Concurrency: each admitted request's time in the
+	// instance, its downstream calls included, and the deadline budget
+	// its caller sent); default true, as in pressure.Default.
+	Concurrency *bool `yaml:"concurrency"`
 	// Period is admit's control period; default 50ms.
 	Period Duration `yaml:"period"`
 	// Attempts of a levee retry policy; default the retry package's.

@@ -27,6 +27,7 @@
 //	caller: attempt timer | response -> retry.Attempts.Next decides -> backoff event -> next attempt
 //	throttle.AllowAt before each attempt; DoneAt with its outcome, accepted unless overload
 //	admit.Step every control period; pressure signals sampled at the same virtual instants
+//	signals: Default's that a simulated instance has — CPU, queue delay, concurrency (budgets from the deadlines)
 //
 // A Scenario is decoded from YAML by Parse (errors name the line); Run
 // simulates its runs and returns a Report in the vocabulary of levee's

@@ -187,6 +187,7 @@ type job struct {
 	child    *call
 	rej      error
 	ticket   admit.Ticket
+	start    pressure.Start // its handler's start, for the concurrency signal
 	ctx      reqCtx
 	prev     *job
 	next     *job
@@ -225,12 +226,14 @@ type instance struct {
 	ov         *overload.Manager // the memory rule of a protected instance (memory.go)
 	cpu        *pressure.CPU
 	qd         *pressure.QueueDelay
+	conc       *pressure.Concurrency
 	downstream *caller // the client of the tier's downstream calls
 
 	busyAcc, busyT int64 // integral of busy cores (core·ns) up to busyT
 	tickAcc        int64
 	qdSum, qdN     int64
 	qdNext         int64
+	concNext       int64
 	strikes        int
 
 	// counters, per bucket
@@ -813,6 +816,11 @@ func (w *world) dispatch(in *instance) {
 			} else {
 				j.ticket = t
 				j.admitted = true
+				if in.conc != nil {
+					// The deadline the tier enforces (admit reads it from
+					// the context), as levee's adapters pass it.
+					j.start = in.conc.StartAt(at(w.now), time.Duration(max(0, j.deadline-w.now)))
+				}
 			}
 		}
 		if j.rej == nil {
@@ -884,6 +892,9 @@ func (w *world) respond(j *job, err error) {
 			done = errCanceled
 		}
 		j.ticket.DoneAt(at(w.now), done)
+		if in.conc != nil {
+			in.conc.DoneAt(j.start, at(w.now), 0)
+		}
 	}
 	c, gone := j.c, j.gone
 	if gone {
@@ -919,7 +930,7 @@ func (w *world) crash(in *instance, cause, kind string) {
 		in.q[i] = nil
 	}
 	in.qh, in.qn, in.inflight = 0, 0, 0
-	in.ctrl, in.ov = nil, nil
+	in.ctrl, in.ov, in.conc = nil, nil, nil
 	for _, j := range lost {
 		if j.state == jRunning {
 			d := w.now - j.svcStart
@@ -967,7 +978,7 @@ func (w *world) restart(in *instance) {
 // admission controller and downstream client.
 func (w *world) startProcess(in *instance) {
 	t := in.tier
-	in.cpu, in.qd = nil, nil
+	in.cpu, in.qd, in.conc = nil, nil, nil
 	if t.protect {
 		// Default's signals for this instance (pressure.Simulated), with
 		// the scenario's overrides.
@@ -988,6 +999,10 @@ func (w *world) startProcess(in *instance) {
 				in.qd = pressure.NewQueueDelay(pressure.WithQueueTarget(w.s.Levee.QueueDelayTarget.D()))
 			}
 			sigs = append(sigs, in.qd)
+		}
+		if c := w.s.Levee.Concurrency; c == nil || *c {
+			in.conc = set.Concurrency
+			sigs = append(sigs, in.conc)
 		}
 		in.ctrl = admit.New(
 			admit.WithSignals(sigs...),

@@ -325,6 +325,10 @@ func (w *world) control() {
 			in.qd.SampleAt(at(w.now))
 			in.qdNext = w.now + max(int64(in.qd.Period()), w.period)
 		}
+		if in.conc != nil && w.now >= in.concNext {
+			in.conc.SampleAt(at(w.now))
+			in.concNext = w.now + max(int64(in.conc.Period()), w.period)
+		}
 		if in.ctrl != nil {
 			in.ctrl.Step(at(w.now))
 		}
