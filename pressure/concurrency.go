@@ -94,6 +94,7 @@ type Concurrency struct {
 	value    atomicFloat
 	capacity atomicFloat
 	budget   atomic.Int64 // learned median budget, ns; 0 = unknown
+	served   atomic.Int64 // requests ended (DoneAt) up to the last sample
 
 	mu      sync.Mutex
 	st      concState
@@ -246,6 +247,11 @@ func (c *Concurrency) Capacity() float64 { return c.capacity.load() }
 // when too few requests carried one.
 func (c *Concurrency) Budget() time.Duration { return time.Duration(c.budget.Load()) }
 
+// Served returns how many requests have ended (DoneAt) up to the last
+// sample: the requests the process served, for the queue-delay signal's
+// scale (WithQueueServed).
+func (c *Concurrency) Served() int64 { return c.served.Load() }
+
 // Start is a request in the handler, returned by StartAt and given back to
 // DoneAt or Drop. The zero Start is not counted: DoneAt and Drop ignore it.
 type Start struct {
@@ -366,8 +372,10 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	w.dt = dt
 	w.inflight = float64(max(0, c.inflight.Load()))
 	w.starts = c.starts.Swap(0)
+	var ended int64
 	for i := range c.ended {
 		w.n[i] = c.ended[i].n.Swap(0)
+		ended += w.n[i]
 		w.k[i] = c.ended[i].k.Swap(0)
 		w.ns[i] = c.ended[i].ns.Swap(0)
 	}
@@ -383,6 +391,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	st.step(&w, c.cfg)
 	c.capacity.store(st.capacityNow)
 	c.budget.Store(int64(st.budget * float64(time.Second))) // st.budget is in seconds
+	c.served.Add(ended)
 	c.value.store(st.valueNow)
 	c.reading = st.readingAt(now)
 }

@@ -47,10 +47,13 @@ import (
 // (WithQueueBounds); a quarter of the callers' median budget (the
 // Concurrency signal learns it) bounds the wait a caller can afford before
 // its handler even starts. The scale is learned with WithQueueCPU (Default
-// passes its CPU signal), as an EWMA over 5 s, and not while the freeze
-// function says the process is overloaded (WithQueueFreeze; Default:
-// another signal of the set above its target), nor while the admission
-// controller sheds (SetShedding). Until it has learned, or
+// passes its CPU signal), as an EWMA over 5 s, per request served when
+// the signal is told how many were (WithQueueServed; Default passes its
+// concurrency signal's count), and then also while overloaded; per
+// request observed otherwise, and then not while the freeze function says
+// the process is overloaded (WithQueueFreeze; Default: another signal of
+// the set above its target), nor while the admission controller sheds
+// (SetShedding). Until it has learned, or
 // without a CPU source, the target is 100 ms within the same bounds.
 // WithQueueTarget, and SetTarget while it runs, fix it instead.
 //
@@ -75,6 +78,7 @@ type QueueDelay struct {
 	accN    int64   // observations, CPU seconds per core and time accumulated towards the next
 	accCPU  float64 // scale update
 	accDt   time.Duration
+	served  int64 // the served count at the last sample (WithQueueServed)
 	reading QueueReading
 }
 
@@ -99,6 +103,7 @@ type queueConfig struct {
 	cpu      func() float64
 	budget   func() time.Duration
 	freeze   func() bool
+	served   func() int64 // cumulative requests served; nil: count the observed
 }
 
 // QueueOption configures a QueueDelay.
@@ -162,6 +167,23 @@ func WithQueueFreeze(f func() bool) QueueOption {
 			c.freeze = f
 		}
 	}
+}
+
+// WithQueueServed sets the function returning the cumulative number of
+// requests the process has served (ran a handler for: Concurrency.Served
+// in Default). The target's scale is then CPU per request served, learned
+// also while the process is overloaded or sheds: a refused request costs
+// little and is not counted, and what a served one costs is what the
+// queue drains at. Without it the scale is CPU per request observed,
+// which refusals dilute, so it is not learned while overloaded or
+// shedding — and a process that starts in an overload keeps what its
+// first seconds taught (on 64 cores of 1 s requests started at 5× of
+// capacity: a scale of 2 ms for 16, a target of 0.2 s for 1, and goodput
+// 0.75 of capacity for the whole run; the simulator's sweep). Until the
+// count moves (nothing feeds it) the observed requests teach, as without
+// it. Default: none; nil restores it.
+func WithQueueServed(f func() int64) QueueOption {
+	return func(c *queueConfig, _ *checker) { c.served = f }
 }
 
 // WithQueueInterval sets the interval over which the minimum is taken,
@@ -296,6 +318,15 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 		raw = time.Duration(m).Seconds()
 	}
 	frozen := q.cfg.freeze() || q.shed.Load()
+	if q.cfg.served != nil {
+		// Served requests are what the scale is about, overloaded or
+		// not; a count that never moved is not fed (nothing calls the
+		// concurrency signal), and the observed requests teach instead.
+		if served := q.cfg.served(); served > 0 {
+			n, frozen = served-q.served, false
+			q.served = served
+		}
+	}
 	if !first { // the first interval's start, and so its CPU, is unknown
 		q.learn(n, dt, frozen)
 	}

@@ -196,3 +196,56 @@ func TestQueueTargetHeldWhileShedding(t *testing.T) {
 		t.Errorf("target after shedding ended %v s; want it learning again, towards 0.2", got)
 	}
 }
+
+// TestQueueTargetFromServed: told how many requests were served, the
+// scale is CPU per request served and is learned also while the process
+// sheds and another signal reads above its target — the case of a process
+// that starts in an overload, whose first seconds teach a scale diluted
+// by refusals and, held while shedding, kept it for good (64 cores of 1 s
+// requests at 5×: a 0.2 s target for 1 s, goodput 0.75 of capacity in
+// the simulator's sweep; 0.86 with this). Until the count moves, the
+// observed requests teach as without it, frozen alike.
+func TestQueueTargetFromServed(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		served  bool // the served count is fed
+		option  bool // WithQueueServed is set
+		want    float64
+		learned bool
+	}{
+		{"served count fed: learned while shedding", true, true, 0.5, true},
+		{"served count never moves: held, as without", false, true, 0.1, false},
+		{"no served count: held while shedding", false, false, 0.1, false},
+	} {
+		var served int64
+		opts := []QueueOption{
+			WithQueueCPU(func() float64 { return 1 }), // the core is full
+			WithQueueFreeze(func() bool { return true }),
+		}
+		if tt.option {
+			opts = append(opts, WithQueueServed(func() int64 { return served }))
+		}
+		q := NewQueueDelay(opts...)
+		q.SetShedding(true)
+		now := t0
+		q.SampleAt(now)
+		// One core, 5 ms of CPU per request served: 20 served a 100 ms
+		// interval, 100 observed (the rest refused).
+		for range 100 {
+			for range 100 {
+				q.Observe(0)
+			}
+			if tt.served {
+				served += 20
+			}
+			now = now.Add(100 * time.Millisecond)
+			q.SampleAt(now)
+		}
+		if got := q.Target(); math.Abs(got-tt.want) > tt.want/100 {
+			t.Errorf("%s: target %v s; want %v", tt.name, got, tt.want)
+		}
+		if r := q.Reading(); (r.Scale > 0) != tt.learned || r.Frozen == tt.learned {
+			t.Errorf("%s: scale %v frozen %v; want learned %v", tt.name, r.Scale, r.Frozen, tt.learned)
+		}
+	}
+}

@@ -255,7 +255,17 @@ func (s *Set) wire(cfg setConfig) {
 		queue = append(queue, WithQueueCPU(s.CPU.Value))
 	}
 	s.Concurrency = NewConcurrency(append(conc, cfg.conc...)...)
-	s.Queue = NewQueueDelay(append(append(queue, WithQueueBudget(s.Concurrency.Budget)), cfg.queue...)...)
+	s.Queue = NewQueueDelay(append(append(queue, WithQueueBudget(s.Concurrency.Budget), WithQueueServed(s.served)), cfg.queue...)...)
+}
+
+// served returns the requests the concurrency signal saw end, 0 when
+// the set has none (dropped): the queue-delay signal's scale is then
+// learned per request observed.
+func (s *Set) served() int64 {
+	if s.Concurrency == nil {
+		return 0
+	}
+	return s.Concurrency.Served()
 }
 
 // drop removes the named members.

@@ -100,19 +100,19 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 //   - at 1.2× and 2×, goodput ≥ 0.89 of capacity (the issue asks 0.9,
 //     met but by the same shape at 2× on one seed, 0.893: its CPU
 //     reading, over 50 ms of a queue at 0.95, swings 0.7–1.0 and the
-//     target with it; 0.893–0.966 over the full sweep);
-//   - at 5×, ≥ 0.7 of capacity (the issue asks within 0.03 of
-//     cpu_target × (1 − reject_cost × rejections ÷ capacity), 0.87:
-//     constant service times on up to 32 cores come within it
-//     (0.865–0.870), exponential ones reach 0.78–0.83 and constant 1 s
-//     requests on 64 cores 0.74–0.75. Traced on one core of exponential
-//     1 ms requests (0.77, before the instances had the concurrency
-//     signal; 0.80 with it): the admitted work and the refusals keep the
-//     core at 0.91 on average, and the queue in front of admission — the
-//     tier's, first come first served — drifts, as a queue this close to
-//     full use does, out to the clients' 200 ms timeout for seconds at a
-//     time: 340 attempts a second fail there, a tenth of the CPU goes on
-//     work nobody waits for. Constant service times halve the drift.)
+//     target with it; 0.893–0.975 over the full sweep);
+//   - at 5×, within 0.03 of the bound the issue sets,
+//     cpu_target × (1 − reject_cost × rejections ÷ capacity) ≈ 0.87, on
+//     every shape but one (0.849–0.870), and within 0.08 on all: one core
+//     of exponential 1 ms requests reaches 0.80. Traced there: the
+//     admitted work and the refusals keep the core at 0.91 on average,
+//     and the queue in front of admission — the tier's, first come first
+//     served — drifts, as a queue this close to full use does, out to the
+//     clients' 200 ms timeout for seconds at a time; a tenth of the CPU
+//     goes on work nobody waits for. (Until the queue signal learned its
+//     scale per request served, every run that started at 5× kept the
+//     scale its first seconds taught, diluted by refusals: 0.74–0.83 on
+//     the exponential shapes and on 64 cores of 1 s requests.)
 //
 // The simulator's levee clients retry within a budget (a naive client
 // model against a levee tier is not in the simulator), so at 5× they
@@ -169,8 +169,8 @@ func TestSweep(t *testing.T) {
 					default:
 						bound := 0.95 * (1 - 0.02*l.RejectedRPS/c)
 						line += fmt.Sprintf(", bound %.3f, reject CPU %.3f", bound, lvr.RejectCPUShare)
-						if math.IsNaN(gl) || gl < 0.7 {
-							t.Errorf("%s: want ≥ 0.7 of capacity", line)
+						if math.IsNaN(gl) || gl < bound-0.08 {
+							t.Errorf("%s: want within 0.08 of the bound", line)
 						}
 					}
 					mu.Lock()
