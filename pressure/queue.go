@@ -324,6 +324,11 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 		// concurrency signal), and the observed requests teach instead.
 		if served := q.cfg.served(); served > 0 {
 			n, frozen = served-q.served, false
+			if q.served == 0 {
+				// The count starts moving: what it holds may span more
+				// than this interval's CPU. Learn from the next one.
+				n, frozen = 0, true
+			}
 			q.served = served
 		}
 	}

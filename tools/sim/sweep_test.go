@@ -100,10 +100,10 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 //   - at 1.2× and 2×, goodput ≥ 0.89 of capacity (the issue asks 0.9,
 //     met but by the same shape at 2× on one seed, 0.893: its CPU
 //     reading, over 50 ms of a queue at 0.95, swings 0.7–1.0 and the
-//     target with it; 0.893–0.975 over the full sweep);
+//     target with it; 0.893–0.965 over the full sweep);
 //   - at 5×, within 0.03 of the bound the issue sets,
 //     cpu_target × (1 − reject_cost × rejections ÷ capacity) ≈ 0.87, on
-//     every shape but one (0.849–0.870), and within 0.08 on all: one core
+//     every shape but one (0.853–0.869), and within 0.08 on all: one core
 //     of exponential 1 ms requests reaches 0.80. Traced there: the
 //     admitted work and the refusals keep the core at 0.91 on average,
 //     and the queue in front of admission — the tier's, first come first
