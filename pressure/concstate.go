@@ -418,7 +418,7 @@ func (s *concState) learnBudget(w *window) {
 	if s.budgetN < 16 && (s.budgetN == 0 || s.budgetDur < 10*time.Second) {
 		return
 	}
-	if s.budgetN > 0 && !w.frozen {
+	if s.budgetN > 0 {
 		half, cum, mid := (s.budgetN+1)/2, int64(0), 0.0
 		for i, c := range s.budgetAcc {
 			if cum += c; cum >= half {
@@ -426,9 +426,13 @@ func (s *concState) learnBudget(w *window) {
 				break
 			}
 		}
-		if s.budget == 0 {
+		switch {
+		case s.budget == 0:
 			s.budget = mid
-		} else {
+		case w.frozen && mid > s.budget:
+			// Overloaded: not learned upwards (the budgets a standing
+			// queue leaves are shorter, which only tightens the targets).
+		default:
 			s.budget = math.Exp(math.Log(s.budget) + smooth.Alpha(s.budgetDur, budgetTau)*(math.Log(mid)-math.Log(s.budget)))
 		}
 	}

@@ -243,8 +243,10 @@ func (c *Concurrency) InFlight() int { return int(max(0, c.inflight.Load())) }
 func (c *Concurrency) Capacity() float64 { return c.capacity.load() }
 
 // Budget returns the median time budget of the requests that started
-// recently (see StartAt), learned while the process was not overloaded; 0
-// when too few requests carried one.
+// recently (see StartAt), learned downwards also while the process is
+// overloaded (a queue that eats the callers' time shortens the budgets
+// their requests start with, and the targets it caps tighten with it) and
+// upwards only while it is not; 0 when too few requests carried one.
 func (c *Concurrency) Budget() time.Duration { return time.Duration(c.budget.Load()) }
 
 // Served returns how many requests have ended (DoneAt) up to the last

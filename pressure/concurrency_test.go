@@ -213,14 +213,36 @@ func TestBudgetLearning(t *testing.T) {
 		t.Errorf("median budget %v; want about 1s (the middle bucket)", got)
 	}
 	learned := st.budget
+	// Overloaded (frozen): longer budgets are not learned, shorter ones
+	// are — a standing queue shortens what requests start with, and a
+	// process that starts in an overload must still learn them (1 core,
+	// 5 ms requests, 300 ms deadlines at 1.5× from the start: without
+	// them the queue's target, 0.5 s, outlasted every deadline, and 0.57
+	// of the CPU went on requests whose callers had gone; the
+	// simulator's TestMechanics).
 	w.frozen = true
+	w.budgets = [numBudgetBuckets]int64{}
+	w.budgets[budgetBucket(30*time.Second)] = 100
+	for range 20 {
+		st.learnBudget(&w)
+	}
+	if st.budget != learned {
+		t.Errorf("budget moved up to %v while frozen; want it kept at %v", seconds(st.budget), seconds(learned))
+	}
 	w.budgets = [numBudgetBuckets]int64{}
 	w.budgets[budgetBucket(5*time.Millisecond)] = 100
 	for range 20 {
 		st.learnBudget(&w)
 	}
-	if st.budget != learned {
-		t.Errorf("budget moved to %v while frozen; want it kept at %v", seconds(st.budget), seconds(learned))
+	if st.budget >= learned/2 {
+		t.Errorf("budget %v after 1 s of 5 ms budgets while frozen; want it learned down from %v", seconds(st.budget), seconds(learned))
+	}
+	var cold concState // nothing learned yet, overloaded from the start
+	for range 4 {
+		cold.learnBudget(&w)
+	}
+	if got := seconds(cold.budget); got < 4*time.Millisecond || got > 8*time.Millisecond {
+		t.Errorf("budget learned while overloaded from the start: %v; want about 5 ms", got)
 	}
 	quiet := window{dt: time.Second}
 	for range 61 {
