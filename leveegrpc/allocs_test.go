@@ -24,6 +24,7 @@ import (
 // context (levee.WithCall: 2), the tap's ticket and context node (2: the
 // reaper holds the ticket only, never the stream's context), the copy gRPC's
 // metadata accessor makes of each levee key present (interceptor path), the
+// call's levee.Pauser node with WithConcurrency and no tap (1), the
 // client's shaved deadline (1) and its outgoing metadata (4, only when
 // there is something to send: not for CRITICAL, attempt 0, no tenant).
 func TestAllocs(t *testing.T) {
@@ -84,6 +85,7 @@ func TestAllocs(t *testing.T) {
 			tapTicket(ctx).release(nil)
 		}},
 		{"interceptor", 3, func() { _, _ = s.UnaryServerInterceptor(stream, "x", info, handler) }},
+		{"signals+interceptor", 3, func() { _, _ = sq.UnaryServerInterceptor(stream, "x", info, handler) }},
 		{"overload+interceptor", 3, func() { _, _ = so.UnaryServerInterceptor(stream, "x", info, handler) }},
 		{"client default call", 1, func() { _ = c.UnaryClientInterceptor(plainCall, echoMethod, "x", "y", cc, invoker) }},
 		{"client propagating", 5, func() { _ = c.UnaryClientInterceptor(propCall, echoMethod, "x", "y", cc, invoker) }},

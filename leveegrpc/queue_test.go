@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/pressure"
 )
@@ -139,6 +140,47 @@ func TestConcurrencySignal(t *testing.T) {
 			}
 			if in, open := <-inside, c.InFlight(); in != 1 || open != 0 {
 				t.Errorf("stream: in flight before its first message %d, open after it %d; want 1, 0", in, open)
+			}
+		})
+	}
+}
+
+// TestPauser: an admitted unary call's context carries a levee.Pauser
+// (the tap's ticket, or the interceptor's own node) that takes the call
+// out of the concurrency signal's count while a client call made with it
+// waits between attempts, and puts it back.
+func TestPauser(t *testing.T) {
+	for _, inst := range []install{interceptorsOnly, tapAndInterceptors} {
+		t.Run(inst.String(), func(t *testing.T) {
+			c := pressure.NewConcurrency()
+			s := NewServer(admit.New(), WithConcurrency(c))
+			type seen struct {
+				ok              bool
+				paused, resumed int
+			}
+			inside := make(chan seen, 1)
+			impl := &echoImpl{unary: func(ctx context.Context, in string) (string, error) {
+				p := levee.PauserFrom(ctx)
+				if p == nil {
+					inside <- seen{}
+					return in, nil
+				}
+				p.Pause()
+				paused := c.InFlight()
+				p.Unpause()
+				inside <- seen{true, paused, c.InFlight()}
+				return in, nil
+			}}
+			target, dopt := startServer(t, bufNet, impl, inst.options(s)...)
+			cc := dial(t, target, dopt)
+			if _, err := callEcho(context.Background(), cc, "x"); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-inside; !got.ok || got.paused != 0 || got.resumed != 1 {
+				t.Errorf("Pauser found %v, in flight paused %d, after Unpause %d; want true, 0, 1", got.ok, got.paused, got.resumed)
+			}
+			if after := c.InFlight(); after != 0 {
+				t.Errorf("in flight after the call %d; want 0", after)
 			}
 		})
 	}

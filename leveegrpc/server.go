@@ -296,7 +296,16 @@ type ticket struct {
 	next   *ticket        // reaper lists
 	cs     pressure.Start // in the handler, for WithConcurrency
 	stream bool           // a stream's: dropped from the concurrency signal
+	pauses pressure.Pauses
 }
+
+// Pause takes the call out of the concurrency signal's count while a
+// client call made with its context waits between attempts
+// (levee.Pauser).
+func (t *ticket) Pause() { t.pauses.Pause(t.s.conc) }
+
+// Unpause ends a Pause.
+func (t *ticket) Unpause() { t.pauses.Unpause(t.s.conc) }
 
 // A ticket's owner: the tap's (the reaper may release it), an
 // interceptor's (only the interceptor touches it), or nobody (released).
@@ -313,7 +322,7 @@ func (t *ticket) claim() bool { return t.state.CompareAndSwap(tapHeld, claimed) 
 // release ends the ticket with err, once, whoever owns it.
 func (t *ticket) release(err error) {
 	if t.state.Swap(released) != released {
-		t.s.endInHandler(t.cs, t.stream)
+		t.s.endInHandler(t.cs, t.stream, &t.pauses)
 		t.t.Done(err)
 		t.s.inflight.Add(-1)
 		t.s.exitGate()
@@ -345,8 +354,11 @@ type admitted struct {
 type admittedKey struct{}
 
 func (a *admitted) Value(key any) any {
-	if _, ok := key.(admittedKey); ok {
+	switch {
+	case key == (admittedKey{}):
 		return a
+	case key == levee.PauserKey() && a.t != nil && a.t.s.conc != nil:
+		return a.t
 	}
 	return a.Context.Value(key)
 }
@@ -607,8 +619,13 @@ func (s *Server) UnaryServerInterceptor(ctx context.Context, req any, info *grpc
 		ctx = degrade.WithLevel(ctx, l)
 	}
 	cs := s.startInHandler(ctx)
+	var pc *pausableCall
+	if s.conc != nil {
+		pc = &pausableCall{Context: ctx, s: s}
+		ctx = pc
+	}
 	defer func() {
-		s.endInHandler(cs, false)
+		s.endInHandler(cs, false, pc.pausesOf())
 		t.Done(err)
 		s.inflight.Add(-1)
 		s.exitGate()
@@ -712,7 +729,11 @@ func (s *Server) hold(ctx context.Context, tk *ticket, ss grpc.ServerStream) err
 // inside handlers (a dependency's pool, a lock): StartAt once the call
 // leaves the run queue, with the time left to its deadline, DoneAt when a
 // unary handler returns; a stream is dropped at its first message (its
-// length is its caller's). Default: none; Protect sets its set's.
+// length is its caller's). A unary call's context carries a levee.Pauser:
+// while a client call made with it waits between attempts (a backoff, a
+// downstream's pushback) the call is out of the in-flight count, and the
+// wait is not its time in the handler. Default: none; Protect sets its
+// set's.
 func WithConcurrency(c *pressure.Concurrency) Option {
 	return func(s *Server) { s.conc = c }
 }
@@ -731,15 +752,49 @@ func (s *Server) startInHandler(ctx context.Context) pressure.Start {
 	return s.conc.StartAt(now, budget)
 }
 
-// endInHandler ends it: DoneAt, or Drop for a stream.
-func (s *Server) endInHandler(cs pressure.Start, stream bool) {
-	switch {
-	case s.conc == nil:
-	case stream:
-		s.conc.Drop(cs)
-	default:
-		s.conc.DoneAt(cs, time.Now(), 0)
+// endInHandler ends it: DoneAt, or Drop for a stream. p holds its pauses
+// (nil: none), which end with it.
+func (s *Server) endInHandler(cs pressure.Start, stream bool, p *pressure.Pauses) {
+	if s.conc == nil {
+		return
 	}
+	now := time.Now()
+	var paused time.Duration
+	if p != nil {
+		paused = p.End(s.conc, now)
+	}
+	if stream {
+		s.conc.Drop(cs)
+		return
+	}
+	s.conc.DoneAt(cs, now, paused)
+}
+
+// pausableCall is the context node of a unary call admitted without the
+// tap, with WithConcurrency: it carries the call's pauses (levee.Pauser).
+// One allocation per call; the tap's calls keep theirs in the ticket.
+type pausableCall struct {
+	context.Context
+	s      *Server
+	pauses pressure.Pauses
+}
+
+func (p *pausableCall) Value(key any) any {
+	if key == levee.PauserKey() {
+		return p
+	}
+	return p.Context.Value(key)
+}
+
+func (p *pausableCall) Pause()   { p.pauses.Pause(p.s.conc) }
+func (p *pausableCall) Unpause() { p.pauses.Unpause(p.s.conc) }
+
+// pausesOf returns p's pauses, nil for a nil p.
+func (p *pausableCall) pausesOf() *pressure.Pauses {
+	if p == nil {
+		return nil
+	}
+	return &p.pauses
 }
 
 var errEndedEarly = status.Error(codes.Canceled, "leveegrpc: the call ended before its handler started")

@@ -18,7 +18,11 @@ import (
 // uploader is suspended from the in-flight count while it sends). A
 // request whose connection is hijacked, or whose response is flushed
 // before next returns (a stream, a long poll), is dropped instead: its
-// length is its caller's choice. Default: none; Protect sets its set's.
+// length is its caller's choice. The request's context carries a
+// levee.Pauser: while a client call made with it waits between attempts
+// (the Transport's backoff, a downstream's Retry-After) the request is out
+// of the in-flight count, and the wait is not its time in the handler.
+// Default: none; Protect sets its set's.
 func WithConcurrency(c *pressure.Concurrency) HandlerOption {
 	return func(cfg *handlerConfig) { cfg.conc = c }
 }
@@ -32,7 +36,15 @@ type inHandler struct {
 	stream   atomic.Bool  // flushed or hijacked: dropped at the end
 	ended    atomic.Bool
 	body     timedBody
+	pauses   pressure.Pauses // levee.Pauser: waits between a client's attempts
 }
+
+// Pause takes the request out of the signal's count while a client call
+// made with its context waits between attempts (levee.Pauser).
+func (ih *inHandler) Pause() { ih.pauses.Pause(ih.c) }
+
+// Unpause ends a Pause.
+func (ih *inHandler) Unpause() { ih.pauses.Unpause(ih.c) }
 
 // startInHandler starts the request's in-handler time and, for a request
 // with a body, times the body's reads (r is the Handler's own copy).
@@ -58,11 +70,13 @@ func (st *state) endInHandler() {
 		return
 	}
 	c := ih.c
+	now := time.Now()
+	paused := ih.pauses.End(c, now)
 	if ih.stream.Load() {
 		c.Drop(ih.start)
 		return
 	}
-	c.DoneAt(ih.start, time.Now(), time.Duration(ih.excluded.Load()))
+	c.DoneAt(ih.start, now, time.Duration(ih.excluded.Load())+paused)
 }
 
 // streamed marks the request as a stream: the concurrency signal drops

@@ -5,11 +5,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/levee-dev/levee"
 	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/pressure"
+	"github.com/levee-dev/levee/retry"
 )
 
 // TestConcurrencySignal checks what the Handler reports to the
@@ -82,5 +85,56 @@ func TestConcurrencySignal(t *testing.T) {
 	c2.SampleAt(time.Now())
 	if r := c2.Reading(); r.Throughput == 0 || r.Latency >= upload/4 {
 		t.Errorf("mean in-handler time %v (throughput %v/s) for uploads taking their callers %v: want the callers' time excluded", r.Latency, r.Throughput, upload)
+	}
+}
+
+// TestPausedWhileRetrying: a handler whose client call through the
+// Transport waits out a downstream's Retry-After is out of the
+// concurrency signal's count for the wait. (A mid tier counting its calls asleep on a backend's
+// pushback as waiting refused everything until they woke up, its backend
+// idle: seconds of nothing served in the simulator.)
+func TestPausedWhileRetrying(t *testing.T) {
+	var calls atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			WriteRejection(w, &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: 200 * time.Millisecond})
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer backend.Close()
+	client := &http.Client{Transport: NewTransport(http.DefaultTransport,
+		func(c *transportConfig) { c.policy = retry.Policy{Budget: retry.Unlimited()} })}
+
+	c := pressure.NewConcurrency()
+	c.SampleAt(time.Now())
+	midWait := make(chan int, 1)
+	var status int
+	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if levee.PauserFrom(r.Context()) == nil {
+			t.Error("no levee.Pauser in an admitted request's context")
+		}
+		go func() { time.Sleep(100 * time.Millisecond); midWait <- c.InFlight() }()
+		req, _ := http.NewRequestWithContext(r.Context(), "GET", backend.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("client call: %v", err)
+			return
+		}
+		resp.Body.Close()
+		status = resp.StatusCode
+	})
+	h := NewHandler(next, admit.New(), WithConcurrency(c), WithProblemReporter(func(string, string) {}))
+	start := time.Now()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+	took := time.Since(start)
+	if mid := <-midWait; mid != 0 || status != 200 || calls.Load() != 2 {
+		t.Errorf("in flight during the backoff %d, status %d after %d attempts; want 0, 200, 2", mid, status, calls.Load())
+	}
+	if took < 200*time.Millisecond {
+		t.Fatalf("the call took %v; the Retry-After of 200 ms was not waited", took)
+	}
+	if got := c.InFlight(); got != 0 {
+		t.Errorf("in flight after the handler: %d; want 0", got)
 	}
 }

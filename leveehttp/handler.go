@@ -514,8 +514,11 @@ func (s *state) Done() <-chan struct{}       { return s.parent.Done() }
 func (s *state) Err() error                  { return s.parent.Err() }
 func (s *state) String() string              { return "leveehttp.requestContext" }
 func (s *state) Value(key any) any {
-	if key == (stateKey{}) {
+	switch {
+	case key == (stateKey{}):
 		return s
+	case key == levee.PauserKey() && s.inHandler.c != nil:
+		return &s.inHandler
 	}
 	return s.parent.Value(key)
 }

@@ -164,10 +164,24 @@ func Do(ctx context.Context, p Policy, fn func(ctx context.Context, attempt int)
 		} else {
 			timer.Reset(wait)
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, timer) {
 			return err
-		case <-timer.C:
 		}
+	}
+}
+
+// sleep waits for timer, with the request of ctx paused meanwhile when it
+// is a levee server's (levee.Pauser): the wait is neither a queue in that
+// server nor its service time. It reports false when ctx ended first.
+func sleep(ctx context.Context, timer *time.Timer) bool {
+	if p := levee.PauserFrom(ctx); p != nil {
+		p.Pause()
+		defer p.Unpause()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }

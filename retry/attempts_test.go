@@ -165,6 +165,34 @@ func TestDo(t *testing.T) {
 	})
 }
 
+// TestDoPauses: Do's wait between attempts pauses the request its context
+// belongs to (levee.Pauser), once per wait, and only then.
+func TestDoPauses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &countingPauser{}
+		ctx := levee.WithPauser(context.Background(), p)
+		openDuring := -1
+		err := Do(ctx, Policy{Budget: Unlimited(), Rand: seeded(5)}, func(ctx context.Context, attempt int) error {
+			if attempt > 0 {
+				openDuring = p.open
+			}
+			if attempt < 2 {
+				return errOverloaded(0)
+			}
+			return nil
+		})
+		if err != nil || p.pauses != 2 || p.open != 0 || openDuring != 0 {
+			t.Errorf("Do = %v with %d pauses, %d open after, %d open during an attempt; want nil, 2, 0, 0", err, p.pauses, p.open, openDuring)
+		}
+	})
+}
+
+// countingPauser counts the pauses a wait makes (levee.Pauser).
+type countingPauser struct{ pauses, open int }
+
+func (p *countingPauser) Pause()   { p.pauses++; p.open++ }
+func (p *countingPauser) Unpause() { p.open-- }
+
 func TestDoGivesUpNoRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0

@@ -247,10 +247,16 @@ func (c *Call) judge(err error) Outcome {
 }
 
 // Sleep waits d, or returns ctx's error as soon as ctx ends. d ≤ 0 returns
-// at once.
+// at once. The request ctx belongs to, if a levee server's, is paused
+// meanwhile (levee.Pauser): a wait between attempts is neither a queue in
+// that server nor its service time.
 func Sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
+	}
+	if p := levee.PauserFrom(ctx); p != nil {
+		p.Pause()
+		defer p.Unpause()
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -340,7 +340,21 @@ func TestSleep(t *testing.T) {
 	if err := Sleep(context.Background(), time.Microsecond); err != nil {
 		t.Errorf("Sleep(1µs) = %v, want nil", err)
 	}
+	// The request the context belongs to is paused for the wait, and
+	// only for a real one.
+	p := &countingPauser{}
+	pctx := levee.WithPauser(context.Background(), p)
+	_ = Sleep(pctx, 0)
+	if err := Sleep(pctx, time.Microsecond); err != nil || p.pauses != 1 || p.open != 0 {
+		t.Errorf("Sleep with a Pauser = %v, %d pauses, %d still open; want nil, 1, 0", err, p.pauses, p.open)
+	}
 }
+
+// countingPauser counts the pauses a wait makes (levee.Pauser).
+type countingPauser struct{ pauses, open int }
+
+func (p *countingPauser) Pause()   { p.pauses++; p.open++ }
+func (p *countingPauser) Unpause() { p.open-- }
 
 // TestRetryBudgetSpentOnlyOnSentRetries: the throttle is asked before the
 // retry budget, so every token the budget grants is a retry that was sent

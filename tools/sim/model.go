@@ -188,6 +188,12 @@ type job struct {
 	rej      error
 	ticket   admit.Ticket
 	start    pressure.Start // its handler's start, for the concurrency signal
+	// paused is the concurrency signal its handler is paused from while
+	// its downstream call waits out a backoff (nil: not paused), since
+	// pausedAt; pausedNs sums its finished pauses.
+	paused   *pressure.Concurrency
+	pausedAt int64
+	pausedNs int64
 	ctx      reqCtx
 	prev     *job
 	next     *job
@@ -543,6 +549,7 @@ func (w *world) outcome(c *call, err error) {
 		w.send(c)
 		return
 	}
+	w.pause(c.parent)
 	w.at(w.now+int64(wait), event{kind: evRetry, c: c, gen: c.gen})
 }
 
@@ -758,6 +765,29 @@ func (in *instance) grow() {
 	in.qh = 0
 }
 
+// pause takes the handler of j (a job waiting on its downstream call) out
+// of its instance's concurrency signal while the call waits out a backoff
+// — a downstream's pushback, as levee's adapters do it (levee.Pauser):
+// the wait is the downstream's request, not a queue in this instance.
+// nil or an unprotected job: nothing.
+func (w *world) pause(j *job) {
+	if j == nil || !j.admitted || j.paused != nil || j.inst.conc == nil {
+		return
+	}
+	j.paused, j.pausedAt = j.inst.conc, w.now
+	j.paused.Suspend()
+}
+
+// unpause ends j's pause, if any.
+func (w *world) unpause(j *job) {
+	if j == nil || j.paused == nil {
+		return
+	}
+	j.paused.Resume()
+	j.pausedNs += w.now - j.pausedAt
+	j.paused = nil
+}
+
 // capacity returns the instance's current speed relative to nominal.
 func (in *instance) capacity() float64 {
 	f := in.capF
@@ -892,8 +922,9 @@ func (w *world) respond(j *job, err error) {
 			done = errCanceled
 		}
 		j.ticket.DoneAt(at(w.now), done)
+		w.unpause(j)
 		if in.conc != nil {
-			in.conc.DoneAt(j.start, at(w.now), 0)
+			in.conc.DoneAt(j.start, at(w.now), time.Duration(j.pausedNs))
 		}
 	}
 	c, gone := j.c, j.gone

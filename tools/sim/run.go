@@ -266,6 +266,7 @@ func (w *world) handle(e event) {
 			}
 		case evRetry:
 			if e.gen == e.c.gen && !e.c.done {
+				w.unpause(e.c.parent)
 				w.send(e.c)
 			}
 		case evServiceDone:
