@@ -22,7 +22,9 @@ import (
 //	          while requests wait for each other, the throughput × f·B
 //	          (the bottleneck serves that many at once), at most in flight
 //	queue   = in flight − served, at least 0
-//	allowed = max(min queue, (T ÷ B − 1) × served)
+//	allowed = max(min queue, (T ÷ B − 1) × served); while the admission
+//	          controller says it is not shedding (SetShedding), at least
+//	          min(standingQueue, what half the callers' budget allows)
 //	Value   = queue ÷ allowed, smoothed (WithConcurrencySmoothing)
 //
 // It reads about 0 while nothing waits, whatever the load, and 1 when the
@@ -52,7 +54,10 @@ import (
 //     overloaded latency never becomes the new normal. After shedding has
 //     drained the queue, the requests that are left wait for nobody: their
 //     latency is the new B, and the signal lets the load back in — there is
-//     no limit that ratchets down and stays there;
+//     no limit that ratchets down and stays there. One request counts for
+//     at most 4 × tol·f·B in it (a handful held by a downstream's
+//     Retry-After must not carry the mean), so a service that really
+//     slowed is followed by that factor per evidence window;
 //   - whether requests wait for each other (latency grows with concurrency
 //     beyond 1 + (ratio − 1)/2 times f·B), which caps served at the
 //     throughput the handler's bottleneck achieves;
@@ -61,6 +66,32 @@ import (
 //     default to 1 ms and 10 s; the ceiling is lowered to half the median
 //     time budget callers give their requests (StartAt's budget), but never
 //     below 1.5 × B.
+//
+// # A queue that stands, and one that grows
+//
+// A dependency that keeps up with its load still queues: a backend of one
+// core at 0.9 of its capacity answers in ten of its service times on
+// average, one of eight cores in two, and a caller's in-flight count
+// swings with that backend's queue (in the simulator's avalanche, the
+// front tier before a backend of eight cores at 0.9 held 5 requests on
+// average and 25–29 at times). Read against T = 2 × B, that is "waiting":
+// a gateway shed work its backend was serving, turned it into retries and
+// several times the latency, and before backends of one core of 20 ms
+// requests or four of 100 ms it served 0.9 of what an unprotected one
+// served at 0.9 and 0.95 of capacity. A controller that reports its state
+// (SetShedding: admit's does, every period) makes the signal tell the two
+// apart the way the queue-delay signal does: while it is not shedding, the
+// waiting allowed is at least standingQueue (100) requests — the
+// queue-delay signal's target of 100 service times per core is 100
+// requests queued at any parallelism, which one server at 0.95 of its
+// capacity exceeds 0.6 % of the time (0.95^101), more servers less — but
+// never more than lets a request finish within half its caller's budget;
+// once it sheds, the target T holds the queue short again. A dependency
+// that cannot keep up (a pool that slows tenfold) is still seen in the
+// first period: its requests in flight grow by more than three standard
+// deviations of chance (starts − ends against √(starts + ends)), and a
+// growing queue is held to T whatever the controller says. Without
+// SetShedding the signal always holds T.
 //
 // Latency that CPU contention explains is not waiting for a dependency:
 // handlers that share a busy CPU take about f = 1 ÷ (1 − CPU share)
@@ -75,6 +106,9 @@ import (
 // duration (a hijacked connection, a stream), Suspend and Resume around
 // time the request spends waiting on its caller. All are lock-free, do not
 // allocate and make no system call: one to four atomic additions each.
+// A request that waits between a client call's attempts (a backoff, a
+// downstream's Retry-After) is paused (levee.Pauser, kept with Pauses):
+// out of the count while it sleeps, the sleep left out of its time.
 //
 // SampleAt (Run calls it every period, default 50 ms) does the learning
 // under a mutex, off the request path. Value is NaN until the first
@@ -95,13 +129,16 @@ type Concurrency struct {
 	capacity atomicFloat
 	budget   atomic.Int64 // learned median budget, ns; 0 = unknown
 	served   atomic.Int64 // requests ended (DoneAt) up to the last sample
+	quietCap atomic.Int64 // cap on one request's quiet-latency ns; 0 = none
+	told     atomic.Bool  // SetShedding was called
+	shedding atomic.Bool  // and said the controller sheds
 
 	mu      sync.Mutex
 	st      concState
 	reading ConcurrencyReading
 }
 
-type endBucket struct{ n, k, ns atomic.Int64 }
+type endBucket struct{ n, k, ns, nsq atomic.Int64 }
 
 var _ levee.Signal = (*Concurrency)(nil)
 
@@ -297,7 +334,12 @@ func (c *Concurrency) DoneAt(s Start, now time.Time, excluded time.Duration) {
 	b := &c.ended[kBucket(s.k)]
 	b.n.Add(1)
 	b.k.Add(s.k)
-	b.ns.Add(int64(min(d, maxSample)))
+	d = min(d, maxSample)
+	b.ns.Add(int64(d))
+	if q := time.Duration(c.quietCap.Load()); q > 0 {
+		d = min(d, q)
+	}
+	b.nsq.Add(int64(d))
 }
 
 // Drop records that the request s left the handler without a duration
@@ -347,6 +389,10 @@ type ConcurrencyReading struct {
 	// Frozen reports that learning upwards was suspended by the freeze
 	// function at the latest sample.
 	Frozen bool
+	// Standing reports that the controller said it does not shed and the
+	// requests in flight were not growing, so that the waiting allowed
+	// was at least the standing queue (see Concurrency).
+	Standing bool
 }
 
 // Reading returns the detail of the latest sample.
@@ -380,6 +426,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 		ended += w.n[i]
 		w.k[i] = c.ended[i].k.Swap(0)
 		w.ns[i] = c.ended[i].ns.Swap(0)
+		w.nsq[i] = c.ended[i].nsq.Swap(0)
 	}
 	for i := range c.budgets {
 		w.budgets[i] = c.budgets[i].Swap(0)
@@ -389,13 +436,24 @@ func (c *Concurrency) SampleAt(now time.Time) {
 		w.cpu = 0
 	}
 	w.frozen = c.cfg.freeze()
+	w.standing = c.told.Load() && !c.shedding.Load()
 
 	st.step(&w, c.cfg)
 	c.capacity.store(st.capacityNow)
 	c.budget.Store(int64(st.budget * float64(time.Second))) // st.budget is in seconds
 	c.served.Add(ended)
+	c.quietCap.Store(st.quietCapAt(c.cfg))
 	c.value.store(st.valueNow)
 	c.reading = st.readingAt(now)
+}
+
+// SetShedding tells the signal whether the admission controller sheds
+// (admit's controller calls it every period): while it does not, a queue
+// up to a standing level is allowed (see "A queue that stands"). Until it
+// is first called the signal always holds the latency target.
+func (c *Concurrency) SetShedding(on bool) {
+	c.shedding.Store(on)
+	c.told.Store(true)
 }
 
 // Run samples every Period with real time until ctx is done.

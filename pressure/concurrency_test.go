@@ -125,7 +125,12 @@ func (l *learner) run(d time.Duration, ks []int64, perPeriod int64, latency func
 			b := kBucket(k)
 			w.n[b] += perPeriod
 			w.k[b] += perPeriod * k
-			w.ns[b] += perPeriod * int64(latency(k))
+			d := latency(k)
+			w.ns[b] += perPeriod * int64(d)
+			if q := time.Duration(l.st.quietCapAt(l.cfg)); q > 0 { // as DoneAt caps it
+				d = min(d, q)
+			}
+			w.nsq[b] += perPeriod * int64(d)
 			w.inflight += float64(k) / float64(len(ks))
 		}
 		l.st.step(&w, l.cfg)
@@ -161,6 +166,21 @@ func TestServiceTimeLearning(t *testing.T) {
 		{"rises from requests that had the handler (nearly) alone", func(l *learner) {
 			l.run(time.Second, []int64{1, 2, 20, 40}, 10, func(k int64) time.Duration { return 50*ms + time.Duration(k)*10*ms }, 0, false)
 		}, 40 * ms, 65 * ms},
+		{"rises twentyfold most of the way within a second, though one request counts for at most 4 young times", func(l *learner) {
+			l.run(time.Second, ks, 10, at(100*ms), 0, false)
+		}, 70 * ms, 100 * ms},
+		{"is not carried by a handful that waited on something else", func(l *learner) {
+			// Every tenth period, the ten requests that started with the
+			// fewest others in flight are held 0.9 s (a downstream's
+			// retry-after): 10 of 350 in an evidence window.
+			n := 0
+			l.run(time.Second, ks, 10, func(k int64) time.Duration {
+				if n++; k == 2 && n%10 == 0 {
+					return 900 * ms
+				}
+				return 5 * ms
+			}, 0, false)
+		}, 5 * ms, 5200 * time.Microsecond},
 		{"drifts slowly towards a slightly slower normal", func(l *learner) {
 			l.run(time.Second, ks, 10, at(6*ms), 0, false)
 		}, 5 * ms, 5200 * time.Microsecond},
@@ -596,4 +616,75 @@ func TestFloodAfterPeakRaised(t *testing.T) {
 		}
 	}
 	t.Errorf("never read overloaded while the dependency did not answer")
+}
+
+// TestStandingQueue: while the controller says it does not shed, a queue
+// that stands (as many requests start as end) may reach the standing
+// level, capped by half the callers' budget; a queue that grows, or any
+// queue while the controller sheds or has never said, is held to the
+// latency target. (A gateway in front of a backend at 0.9 of its capacity
+// shed work the backend was serving: 10 % of it on one core of 20 ms
+// requests and on four of 100 ms, in the simulator.)
+func TestStandingQueue(t *testing.T) {
+	const ms = time.Millisecond
+	step := func(l *learner, inflight float64, starts, ends int64, standing bool) {
+		w := window{dt: 50 * ms, standing: standing, starts: starts, inflight: inflight}
+		b := kBucket(2)
+		w.n[b], w.k[b] = ends, 2*ends
+		w.ns[b] = ends * int64(5*ms)
+		w.nsq[b] = w.ns[b]
+		l.st.step(&w, l.cfg)
+	}
+	tests := []struct {
+		name           string
+		standing       bool
+		starts         int64 // per 50 ms period; 20 end in each
+		budget         float64
+		wantLo, wantHi float64 // Allowed
+	}{
+		{"not told: the latency target", false, 20, 0, 4, 4},
+		{"not shedding, standing: the standing level", true, 20, 0, standingQueue, standingQueue},
+		{"not shedding, growing: the latency target", true, 60, 0, 4, 4},
+		{"not shedding, standing, 60 ms budgets: half of it", true, 20, 0.06, 9, 11},
+	}
+	for _, tt := range tests {
+		l := newLearner()
+		l.run(300*ms, []int64{2}, 20, func(int64) time.Duration { return 5 * ms }, 0, false)
+		l.st.budget = tt.budget
+		for range 10 {
+			step(l, 30, tt.starts, 20, tt.standing)
+		}
+		r := l.st.readingAt(time.Time{})
+		if r.Allowed < tt.wantLo || r.Allowed > tt.wantHi {
+			t.Errorf("%s: allowed %.1f (served %.1f, queue %.1f, standing %v); want [%v, %v]", tt.name, r.Allowed, r.Served, r.Queue, r.Standing, tt.wantLo, tt.wantHi)
+		}
+	}
+	// Through the signal: SetShedding(false) allows the standing queue,
+	// SetShedding(true) holds the target again.
+	c := NewConcurrency()
+	at := time.Unix(1000, 0)
+	c.SampleAt(at)
+	var starts []Start
+	feed := func(hold int) {
+		for range 10 {
+			for range 20 {
+				s := c.StartAt(at, 0)
+				c.DoneAt(s, at.Add(5*ms), 0)
+			}
+			for len(starts) < hold {
+				starts = append(starts, c.StartAt(at, 0))
+			}
+			at = at.Add(50 * ms)
+			c.SampleAt(at)
+		}
+	}
+	feed(0)
+	c.SetShedding(false)
+	feed(30)
+	standing := c.Value()
+	c.SetShedding(true)
+	feed(30)
+	if shedding := c.Value(); !(standing < 1 && shedding > 1) {
+		t.Errorf("30 requests held: value %.2f while not shedding, %.2f while shedding; want < 1 and > 1", standing, shedding)
+	}
 }
