@@ -43,9 +43,47 @@ const standingQueue = 100
 // really slowed is followed in steps of this factor per evidence window.
 const quietCap = 4
 
-// growthSigmas is how many standard deviations of chance a window's
-// growth in flight must exceed to be a queue building (growing).
-const growthSigmas = 3
+// growthSigmas is how many standard deviations of chance the growth in
+// flight must exceed to be a queue building (growing), over the latest
+// periods holding growthEvidence starts and ends (at most numFlowPeriods).
+const (
+	growthSigmas   = 3
+	growthEvidence = 64
+	numFlowPeriods = 40
+)
+
+// flowRing holds the starts and ends of the latest sample periods.
+type flowRing struct {
+	starts, ends [numFlowPeriods]int64
+	head         int // index of the newest
+}
+
+func (r *flowRing) push(starts, ends int64) {
+	r.head = (r.head + 1) % numFlowPeriods
+	r.starts[r.head], r.ends[r.head] = starts, ends
+}
+
+// growing reports that the requests in flight grew by more than chance
+// explains: starts − ends ≥ growthSigmas × √(starts + ends), and at least
+// the minimum queue, over the latest periods that hold growthEvidence
+// starts and ends (one at a thousand requests a second, 17 at forty). A
+// queue that stands swings by about the square root of the requests that
+// come and go (a gateway before a backend at 0.9 of its capacity: 20 in a
+// period of 450); a dependency that slows tenfold under a steady load adds
+// most of its arrivals (43 of 56 in the first 50 ms). Over one period at
+// forty requests a second, chance alone passed the bar every few minutes.
+func (r *flowRing) growing(cfg concConfig) bool {
+	var st, en int64
+	for i := range numFlowPeriods {
+		j := (r.head - i + numFlowPeriods) % numFlowPeriods
+		st, en = st+r.starts[j], en+r.ends[j]
+		if st+en >= growthEvidence {
+			break
+		}
+	}
+	d := float64(st - en)
+	return d >= float64(cfg.minQueue) && d >= growthSigmas*math.Sqrt(float64(st+en))
+}
 
 // maxCPUShare caps the CPU share in the contention allowance 1 ÷ (1 − CPU)
 // at a factor of 20; at and above it the CPU is saturated and the signal
@@ -241,6 +279,7 @@ type concState struct {
 	rate   smooth.EWMA // ended requests per second
 	arrive smooth.EWMA // started requests per second
 	starts startRing
+	flow   flowRing // starts and ends, for growing
 	ev     evidence
 
 	service    float64       // no-wait service time B, seconds; 0 = not learned yet
@@ -359,16 +398,20 @@ func (s *concState) step(w *window, cfg concConfig) {
 		// shows as soon as its oldest requests outlast tol·f·B.
 		s.queue = 0
 	}
-	s.standing = w.standing && !growing(cfg, w.starts, ended)
+	s.flow.push(w.starts, ended)
+	s.standing = w.standing && !s.flow.growing(cfg)
 	s.allowed = s.allowedQueue(cfg, s.standing)
 	raw := s.queue / s.allowed
-	if s.waiting && capacity > 0 {
+	if s.waiting && capacity > 0 && !s.standing {
 		// The bottleneck is saturated: read the rate let in against what
 		// it completes, weighted by how far the queue is from the allowed
 		// one. Admitting less shows at once (a queue drains only at the
 		// bottleneck's pace: read as a queue alone, the value would stay
 		// high for the whole drain and have the controller cut for all of
-		// it), and the queue settles where the target puts it.
+		// it), and the queue settles where the target puts it. Not while
+		// a queue stands (it is not growing): there the rate let in ÷ the
+		// rate completed is chance, and at tens of requests a second a
+		// handful arriving together read as twice the capacity.
 		raw = lambda / capacity * math.Pow(s.queue/s.allowed, queueWeight)
 	}
 	if w.cpu >= maxCPUShare {
@@ -377,18 +420,6 @@ func (s *concState) step(w *window, cfg concConfig) {
 		raw = 0
 	}
 	s.valueNow = s.avg.Update(raw, w.dt)
-}
-
-// growing reports that the requests in flight grew in the window by more
-// than chance explains: starts − ends ≥ growthSigmas × √(starts + ends),
-// and at least the minimum queue. A queue that stands swings by about the
-// square root of the requests that come and go (a gateway in front of a
-// backend at 0.9 of its capacity: 20 in a window of 450); a dependency
-// that slows tenfold under a steady load adds most of its arrivals (43 of
-// 56 in the first 50 ms).
-func growing(cfg concConfig, starts, ends int64) bool {
-	d := float64(starts - ends)
-	return d >= float64(cfg.minQueue) && d >= growthSigmas*math.Sqrt(float64(starts+ends))
 }
 
 // quietCapAt returns the cap, in ns, on one request's contribution to the
