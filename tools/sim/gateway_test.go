@@ -62,9 +62,10 @@ runs:
 // requests, eight of 1 ms, one of 20 ms and four of 100 ms. At 0.95 the
 // gateway sheds nothing; the backend of four 100 ms cores does, by itself,
 // 0.03 on one seed: its queue, at 0.95 on four servers, passes its
-// queue-delay target — a quarter of the 5 s budget its callers send, 1.25
-// s — for seconds at a time (a single tier's behaviour: TestSweep's
-// clients allow 200 service times, these 50). The gateway's
+// queue-delay target for seconds at a time — the target's 1 s ceiling
+// (pressure.WithQueueBounds), 40 service times per core where 100 would be
+// 2.5 s (a single tier's behaviour; in TestSweep the ceiling binds only
+// for 64 cores of 1 s). The gateway's
 // concurrency signal read the backend's normal queue as waiting until it
 // allowed a standing queue while admission does not shed (pressure's
 // "A queue that stands"): 0.86–0.9 of the unprotected goodput at 0.9 and
