@@ -1,7 +1,9 @@
 // Package levee is the shared vocabulary of the levee overload-protection
 // toolkit: request criticality, tenant and attempt carried in a context, the
-// typed rejection error every levee component returns, and the Signal
-// interface through which resource readings reach the admission controller.
+// typed rejection error every levee component returns, the Signal
+// interface through which resource readings reach the admission controller,
+// and the Pauser through which a client's wait between attempts takes its
+// server-side request out of the server's count of requests in the handler.
 //
 // levee keeps a service serving at its capacity when demand exceeds it and
 // stops one overloaded service from dragging its neighbours into an
