@@ -13,7 +13,7 @@ import (
 )
 
 type simCmd struct {
-	Name     string `arg:"" optional:"" help:"Built-in scenario: avalanche, amplification, throttle, metastable, lose-site."`
+	Name     string `arg:"" optional:"" help:"Built-in scenario: avalanche, amplification, throttle, metastable, lose-site, gateway."`
 	File     string `short:"f" placeholder:"FILE" help:"Scenario YAML file (custom topology) instead of a built-in one."`
 	Seed     uint64 `default:"1" help:"Random seed; the same seed gives byte-identical JSON."`
 	JSON     bool   `name:"json" help:"Print the report as JSON (levee's one report schema) instead of tables."`

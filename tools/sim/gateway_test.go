@@ -119,3 +119,30 @@ func TestGateway(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayScenario checks the built-in gateway scenario's description
+// over two seeds: up to 0.95 of the backend's capacity levee serves what
+// the unprotected pair serves (within 0.01 of capacity); at 2× the
+// unprotected pair's goodput is at most 0.6 of capacity and levee's at
+// least 0.85.
+func TestGatewayScenario(t *testing.T) {
+	s := load(t, "gateway")
+	for _, seed := range []uint64{1, 2} {
+		rep := Run(s, Options{Seed: seed})
+		c := s.CapacityRPS
+		good := map[string]float64{}
+		for _, r := range rep.Runs {
+			for _, p := range r.Phases {
+				good[r.Name+"/"+p.Name] = p.GoodputRPS / c
+			}
+		}
+		for _, ph := range []string{"0.7x", "0.9x", "0.95x"} {
+			if u, l := good["unprotected/"+ph], good["levee/"+ph]; l < u-0.01 {
+				t.Errorf("seed %d, %s: levee %.3f, unprotected %.3f of capacity; want within 0.01", seed, ph, l, u)
+			}
+		}
+		if u, l := good["unprotected/2x"], good["levee/2x"]; u > 0.6 || l < 0.85 {
+			t.Errorf("seed %d, 2x: unprotected %.3f, levee %.3f of capacity; want ≤ 0.6 and ≥ 0.85", seed, u, l)
+		}
+	}
+}

@@ -364,7 +364,7 @@ func TestDeterminism(t *testing.T) {
 
 func TestBuiltinsParse(t *testing.T) {
 	names := ScenarioNames()
-	want := []string{"amplification", "avalanche", "lose-site", "metastable", "throttle"}
+	want := []string{"amplification", "avalanche", "gateway", "lose-site", "metastable", "throttle"}
 	if strings.Join(names, ",") != strings.Join(want, ",") {
 		t.Errorf("scenarios %v, want %v", names, want)
 	}
