@@ -95,9 +95,11 @@ func TestConcurrencySignal(t *testing.T) {
 // idle: seconds of nothing served in the simulator.)
 func TestPausedWhileRetrying(t *testing.T) {
 	var calls atomic.Int32
+	rejected := make(chan struct{})
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if calls.Add(1) == 1 {
 			WriteRejection(w, &levee.RejectedError{Reason: levee.Overloaded, RetryAfter: time.Second})
+			close(rejected)
 			return
 		}
 		io.WriteString(w, "ok")
@@ -114,7 +116,20 @@ func TestPausedWhileRetrying(t *testing.T) {
 		if levee.PauserFrom(r.Context()) == nil {
 			t.Error("no levee.Pauser in an admitted request's context")
 		}
-		go func() { time.Sleep(300 * time.Millisecond); midWait <- c.InFlight() }()
+		go func() {
+			// Between the rejection and the retry (≥ 750 ms by the client's
+			// rule), watch for the request to leave the count; without the
+			// pause it stays 1 until the handler returns.
+			<-rejected
+			for calls.Load() < 2 {
+				if c.InFlight() == 0 {
+					midWait <- 0
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			midWait <- 1 // retried without ever leaving the count
+		}()
 		req, _ := http.NewRequestWithContext(r.Context(), "GET", backend.URL, nil)
 		resp, err := client.Do(req)
 		if err != nil {
