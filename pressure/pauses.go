@@ -15,11 +15,16 @@ import (
 // ready; lock-free and allocation-free; safe for concurrent use.
 type Pauses struct {
 	word  atomic.Int64 // open pauses, | pausesEnded once ended
-	since atomic.Int64 // when the open pauses began, UnixNano
+	since atomic.Int64 // when the open pauses began, ns since pausesEpoch
 	total atomic.Int64 // ns of finished pauses
 }
 
 const pausesEnded = 1 << 62
+
+// pausesEpoch is the origin of Pauses' times: durations from it use the
+// monotonic clock, as DoneAt's do, so that a wall-clock step during a
+// pause changes nothing.
+var pausesEpoch = time.Now()
 
 // Pause opens a pause; the first open one suspends the request from c (nil:
 // only the time is kept).
@@ -31,7 +36,7 @@ func (p *Pauses) Pause(c *Concurrency) {
 		}
 		if p.word.CompareAndSwap(w, w+1) {
 			if w == 0 {
-				p.since.Store(time.Now().UnixNano())
+				p.since.Store(int64(max(1, time.Since(pausesEpoch))))
 				if c != nil {
 					c.Suspend()
 				}
@@ -81,6 +86,6 @@ func (p *Pauses) End(c *Concurrency, now time.Time) time.Duration {
 // total that exceeds the request's time makes DoneAt drop its sample.
 func (p *Pauses) addSince(now time.Time) {
 	if s := p.since.Load(); s != 0 {
-		p.total.Add(max(0, now.UnixNano()-s))
+		p.total.Add(max(0, int64(now.Sub(pausesEpoch))-s))
 	}
 }
