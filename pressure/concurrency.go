@@ -61,6 +61,11 @@ import (
 //   - whether requests wait for each other (latency grows with concurrency
 //     beyond 1 + (ratio − 1)/2 times f·B), which caps served at the
 //     throughput the handler's bottleneck achieves;
+//   - how variable the handler time is (Variability: its squared
+//     coefficient of variation, over about 5 s, not while the process is
+//     overloaded or sheds), by which the queue-delay signal scales its
+//     target: a queue before handlers whose times vary more than
+//     exponentially waits longer at the same load (see spread.go);
 //   - the latency target T = clamp(ratio × B, floor, ceiling): ratio
 //     (WithLatencyRatio) defaults to 2; floor and ceiling (WithLatencyBounds)
 //     default to 1 ms and 10 s; the ceiling is lowered to half the median
@@ -132,13 +137,17 @@ type Concurrency struct {
 	quietCap atomic.Int64 // cap on one request's quiet-latency ns; 0 = none
 	told     atomic.Bool  // SetShedding was called
 	shedding atomic.Bool  // and said the controller sheds
+	spread   spread       // the handler time's variability (Variability)
 
 	mu      sync.Mutex
 	st      concState
 	reading ConcurrencyReading
 }
 
-type endBucket struct{ n, k, ns, nsq atomic.Int64 }
+type endBucket struct {
+	n, k, ns, nsq atomic.Int64
+	sq            atomicFloat // Σ (in-handler seconds)², for the spread
+}
 
 var _ levee.Signal = (*Concurrency)(nil)
 
@@ -336,6 +345,7 @@ func (c *Concurrency) DoneAt(s Start, now time.Time, excluded time.Duration) {
 	b.k.Add(s.k)
 	d = min(d, maxSample)
 	b.ns.Add(int64(d))
+	b.sq.add(d.Seconds() * d.Seconds())
 	if q := time.Duration(c.quietCap.Load()); q > 0 {
 		d = min(d, q)
 	}
@@ -420,13 +430,16 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	w.dt = dt
 	w.inflight = float64(max(0, c.inflight.Load()))
 	w.starts = c.starts.Swap(0)
-	var ended int64
+	var ended, ns int64
+	var sq float64
 	for i := range c.ended {
 		w.n[i] = c.ended[i].n.Swap(0)
 		ended += w.n[i]
 		w.k[i] = c.ended[i].k.Swap(0)
 		w.ns[i] = c.ended[i].ns.Swap(0)
+		ns += w.ns[i]
 		w.nsq[i] = c.ended[i].nsq.Swap(0)
+		sq += c.ended[i].sq.swap(0)
 	}
 	for i := range c.budgets {
 		w.budgets[i] = c.budgets[i].Swap(0)
@@ -439,6 +452,7 @@ func (c *Concurrency) SampleAt(now time.Time) {
 	w.standing = c.told.Load() && !c.shedding.Load()
 
 	st.step(&w, c.cfg)
+	c.spread.sample(ended, time.Duration(ns).Seconds(), sq, dt, w.frozen || c.shedding.Load())
 	c.capacity.store(st.capacityNow)
 	c.budget.Store(int64(st.budget * float64(time.Second))) // st.budget is in seconds
 	c.served.Add(ended)
@@ -455,6 +469,13 @@ func (c *Concurrency) SetShedding(on bool) {
 	c.shedding.Store(on)
 	c.told.Store(true)
 }
+
+// Variability returns the squared coefficient of variation of the
+// handler time of the requests that ended (Var ÷ mean², as DoneAt measures
+// each), learned over about 5 s while the process is neither overloaded
+// nor shedding; 0 until learned. The queue-delay signal scales its target
+// by it (WithQueueSpread; Default wires it).
+func (c *Concurrency) Variability() float64 { return c.spread.cv2.load() }
 
 // Run samples every Period with real time until ctx is done.
 func (c *Concurrency) Run(ctx context.Context) { run(ctx, c.cfg.period, c.SampleAt) }

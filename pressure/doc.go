@@ -9,7 +9,8 @@
 //	signal        Name            Value                                    default Target
 //	CPU           "cpu"           fraction of the allowed cores used       0.95
 //	SchedLatency  "sched_latency" p99 Go run-queue wait, seconds           0.050
-//	QueueDelay    "queue_delay"   CoDel minimum of arrival → handler, s    learned (100 × CPU per request per core)
+//	QueueDelay    "queue_delay"   CoDel minimum of arrival → handler, s    learned (100 × CPU per request per core,
+//	                                                                       × the handler time's spread)
 //	Concurrency   "concurrency"   requests waiting in the handler ÷ those  1
 //	                              the learned latency target allows
 //	Memory        "memory"        fraction of the memory limit in use      0.8

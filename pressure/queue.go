@@ -36,17 +36,29 @@ import (
 //
 //	scale  = CPU utilisation ÷ requests observed per second
 //	         (CPU seconds per request ÷ cores; the same at any load)
-//	target = clamp(100 × scale, floor, min(ceiling, ¼ × callers' median budget))
+//	spread = (1 + cv²) ÷ 2 within [1, 16], cv the coefficient of variation
+//	         of the handler time (WithQueueSpread; 1 without)
+//	target = clamp(100 × scale × spread, floor,
+//	               min(ceiling, min(spread ÷ 4, ½) × callers' median budget))
 //
 // With the factor 100 the interval minimum of an M/M/c queue stays below
 // the target at load 0.9 in every interval and at load 0.95 in at least
 // 98% of them, for 1, 3, 32 and 64 cores at 1 ms, 10 ms, 100 ms and 1 s
 // per request (M/D/c: in all of them; TestQueueTargetFits); at 1.2× it is
-// above the target in at least 99.8% of them. Floor and ceiling default
-// to 5 ms (CoDel's target: below it, waits are scheduler noise) and 1 s
-// (WithQueueBounds); a quarter of the callers' median budget (the
+// above the target in at least 99.8% of them. Handler times more variable
+// than exponential ones queue longer at the same load — about (1 + cv²)
+// ÷ 2 times as long (Pollaczek–Khinchine) — and spread keeps the same
+// margins for them (lognormal with cv 3 and 6: TestQueueTargetFits); a
+// constant or exponential service keeps spread 1. Floor and ceiling
+// default to 5 ms (CoDel's target: below it, waits are scheduler noise)
+// and 1 s (WithQueueBounds); a share of the callers' median budget (the
 // Concurrency signal learns it) bounds the wait a caller can afford before
-// its handler even starts. The scale is learned with WithQueueCPU (Default
+// its handler even starts: a quarter, up to half for a service whose own
+// variability queues that long below its capacity. (Still, one core of
+// lognormal 1 ms requests with cv 3 whose callers give 200 ms queues
+// past half of that in some intervals at load 0.9, and levee sheds 2–6 %
+// of it where the unprotected tier serves 99 %: 3–7 % under a quarter;
+// with 1 s budgets nothing.) The scale is learned with WithQueueCPU (Default
 // passes its CPU signal), as an EWMA over 5 s, per request served when
 // the signal is told how many were (WithQueueServed; Default passes its
 // concurrency signal's count), and then also while overloaded; per
@@ -102,6 +114,7 @@ type queueConfig struct {
 	tau      time.Duration
 	cpu      func() float64
 	budget   func() time.Duration
+	spread   func() float64 // squared coefficient of variation of the service time; nil = none
 	freeze   func() bool
 	served   func() int64 // cumulative requests served; nil: count the observed
 }
@@ -149,13 +162,23 @@ func WithQueueCPU(f func() float64) QueueOption {
 
 // WithQueueBudget sets the function returning the callers' median time
 // budget (as Concurrency.Budget; 0 = unknown), a quarter of which caps the
-// target. Default: none. nil restores the default.
+// target (up to half with WithQueueSpread: see QueueDelay). Default: none. nil restores the default.
 func WithQueueBudget(f func() time.Duration) QueueOption {
 	return func(c *queueConfig, _ *checker) {
 		if f != nil {
 			c.budget = f
 		}
 	}
+}
+
+// WithQueueSpread sets the function returning the squared coefficient of
+// variation of the service time (as Concurrency.Variability; 0 =
+// unknown). The learned target is multiplied by (1 + cv²) ÷ 2, within
+// [1, 16]: a queue before handlers whose times vary more than
+// exponentially waits that much longer at the same load (see QueueDelay).
+// Default: none (factor 1). nil restores the default.
+func WithQueueSpread(f func() float64) QueueOption {
+	return func(c *queueConfig, _ *checker) { c.spread = f }
 }
 
 // WithQueueFreeze sets the function that says the process is overloaded:
@@ -227,15 +250,25 @@ func (q *QueueDelay) targetFor(scale float64) float64 {
 	if f := time.Duration(q.fixed.Load()); f > 0 {
 		return f.Seconds()
 	}
+	f := q.spreadFactor()
 	hi := q.cfg.ceiling
 	if b := q.cfg.budget(); b > 0 {
-		hi = math.Min(hi, b.Seconds()/4)
+		hi = math.Min(hi, b.Seconds()*math.Min(f/4, 0.5))
 	}
 	t := queueUnlearned.Seconds()
 	if scale > 0 {
-		t = queueScaleFactor * scale
+		t = queueScaleFactor * scale * f
 	}
 	return math.Max(math.Min(t, hi), q.cfg.floor)
+}
+
+// spreadFactor is the target's factor for the service time's variability
+// (WithQueueSpread), 1 without it.
+func (q *QueueDelay) spreadFactor() float64 {
+	if q.cfg.spread == nil {
+		return 1
+	}
+	return spreadFactor(q.cfg.spread())
 }
 
 // Name returns "queue_delay".
@@ -277,8 +310,10 @@ type QueueReading struct {
 	// Observed reports whether any request was observed in the interval.
 	Observed bool
 	// Target is what Target returns, seconds; Scale the learned CPU
-	// seconds per request per core it derives from (0: not learned).
-	Target, Scale float64
+	// seconds per request per core it derives from (0: not learned), and
+	// Spread the factor for the service time's variability it was
+	// multiplied by (WithQueueSpread; 1 without).
+	Target, Scale, Spread float64
 	// Frozen reports that the freeze function held the scale at this
 	// interval.
 	Frozen bool
@@ -339,7 +374,7 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 	q.target.store(target)
 	v := q.avg.Update(raw, dt)
 	q.value.store(v)
-	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed, Target: target, Scale: q.scale, Frozen: frozen}
+	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed, Target: target, Scale: q.scale, Spread: q.spreadFactor(), Frozen: frozen}
 }
 
 // learn accumulates the intervals' observations and CPU until they hold

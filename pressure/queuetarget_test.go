@@ -70,6 +70,11 @@ type queueSim struct {
 	c     int
 	svc   float64 // mean seconds
 	det   bool
+	cv    float64 // > 0: lognormal service times with this coefficient of variation, taught to the target (spread)
+	sp    spread
+	spN   int64   // the interval's requests, and the sums of their service
+	spS   float64 // times and of its squares, for sp
+	spS2  float64
 	q     *QueueDelay
 	u     float64
 	free  floatHeap // times the cores become free
@@ -93,7 +98,7 @@ func (h *floatHeap) Pop() any {
 // run offers load × capacity for d seconds and returns the share of
 // intervals after the first 20 s whose value was above the target.
 func (s *queueSim) run(load, d float64) float64 {
-	s.q = NewQueueDelay(WithQueueCPU(func() float64 { return s.u }))
+	s.q = NewQueueDelay(WithQueueCPU(func() float64 { return s.u }), WithQueueSpread(s.sp.cv2.load))
 	s.u = math.Min(load, 1) // the busy fraction, on average
 	s.free = make(floatHeap, s.c)
 	lam := load * float64(s.c) / s.svc
@@ -108,7 +113,12 @@ func (s *queueSim) run(load, d float64) float64 {
 		f := heap.Pop(&s.free).(float64)
 		start := math.Max(t, f)
 		x := s.svc
-		if !s.det {
+		switch {
+		case s.cv > 0:
+			s2 := math.Log(1 + s.cv*s.cv)
+			x *= math.Exp(math.Sqrt(s2)*s.rng.NormFloat64() - s2/2)
+			s.spN, s.spS, s.spS2 = s.spN+1, s.spS+x, s.spS2+x*x
+		case !s.det:
 			x *= s.rng.ExpFloat64()
 		}
 		heap.Push(&s.free, start+x)
@@ -121,6 +131,8 @@ func (s *queueSim) run(load, d float64) float64 {
 }
 
 func (s *queueSim) close(at float64) {
+	s.sp.sample(s.spN, s.spS, s.spS2, 100*time.Millisecond, false)
+	s.spN, s.spS, s.spS2 = 0, 0, 0
 	s.q.SampleAt(t0.Add(time.Duration(at * 1e9)))
 	if at > 20 {
 		s.n++
@@ -137,16 +149,22 @@ func TestQueueTargetFits(t *testing.T) {
 	shapes := []struct {
 		cores int
 		svc   time.Duration
-	}{{1, time.Millisecond}, {3, 10 * time.Millisecond}, {32, 100 * time.Millisecond}, {64, time.Second}}
+		cvs   []float64 // lognormal shapes besides the exponential and constant ones
+	}{{1, time.Millisecond, []float64{3, 6}}, {3, 10 * time.Millisecond, nil}, {8, 10 * time.Millisecond, []float64{3}},
+		{32, 100 * time.Millisecond, []float64{3}}, {64, time.Second, nil}}
 	for _, sh := range shapes {
-		for _, det := range []bool{false, true} {
+		for _, cv := range append([]float64{-1, 0}, sh.cvs...) {
+			det := cv == 0
 			name := fmt.Sprintf("%d cores × %v (det %v)", sh.cores, sh.svc, det)
+			if cv > 0 {
+				name = fmt.Sprintf("%d cores × %v (lognormal, cv %g)", sh.cores, sh.svc, cv)
+			}
 			d := math.Max(200, 4000*sh.svc.Seconds()/float64(sh.cores))
 			for _, tc := range []struct {
 				load     float64
 				max, min float64
 			}{{0.9, 0.005, 0}, {0.95, 0.02, 0}, {1.2, 1, 0.9}} {
-				s := &queueSim{rng: rand.New(rand.NewPCG(uint64(sh.cores), 3)), c: sh.cores, svc: sh.svc.Seconds(), det: det}
+				s := &queueSim{rng: rand.New(rand.NewPCG(uint64(sh.cores), 3)), c: sh.cores, svc: sh.svc.Seconds(), det: det, cv: max(cv, 0)}
 				got := s.run(tc.load, d)
 				t.Logf("%s at load %.2f: %.4f of intervals above target %v", name, tc.load, got, time.Duration(s.q.Target()*1e9))
 				if got > tc.max || got < tc.min {

@@ -255,7 +255,7 @@ func (s *Set) wire(cfg setConfig) {
 		queue = append(queue, WithQueueCPU(s.CPU.Value))
 	}
 	s.Concurrency = NewConcurrency(append(conc, cfg.conc...)...)
-	s.Queue = NewQueueDelay(append(append(queue, WithQueueBudget(s.Concurrency.Budget), WithQueueServed(s.served)), cfg.queue...)...)
+	s.Queue = NewQueueDelay(append(append(queue, WithQueueBudget(s.Concurrency.Budget), WithQueueSpread(s.Concurrency.Variability), WithQueueServed(s.served)), cfg.queue...)...)
 }
 
 // served returns the requests the concurrency signal saw end, 0 when

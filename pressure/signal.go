@@ -14,6 +14,19 @@ type atomicFloat struct{ bits atomic.Uint64 }
 
 func (f *atomicFloat) load() float64   { return math.Float64frombits(f.bits.Load()) }
 func (f *atomicFloat) store(v float64) { f.bits.Store(math.Float64bits(v)) }
+func (f *atomicFloat) swap(v float64) float64 {
+	return math.Float64frombits(f.bits.Swap(math.Float64bits(v)))
+}
+
+// add adds x by compare-and-swap. Lock-free, no allocation.
+func (f *atomicFloat) add(x float64) {
+	for {
+		old := f.bits.Load()
+		if f.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+x)) {
+			return
+		}
+	}
+}
 
 // run calls sample with the tick time every period until ctx is done; the
 // first sample is taken at once.

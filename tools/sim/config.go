@@ -248,7 +248,8 @@ type Levee struct {
 	CPUTarget float64 `yaml:"cpu_target"`
 	// QueueDelayTarget is the target of the queueing-delay signal
 	// (pressure.QueueDelay, observing each request's wait for a core);
-	// default pressure's (learned: 100 × the CPU per request per core);
+	// default pressure's (learned: 100 × the CPU per request per core,
+	// scaled by the spread of the service time);
 	// negative disables the signal.
 	QueueDelayTarget Duration `yaml:"queue_delay_target"`
 	// Concurrency says whether the instance has the concurrency signal
