@@ -109,9 +109,29 @@ type DrillReport struct {
 	Drill DrillSummary `json:"drill"`
 }
 
-// orderSlack is how much more a higher criticality may be rejected than
-// a lower one before the order counts as broken (measurement noise).
-const orderSlack = 0.05
+// orderSlackMin is the least slack orderSlack allows, and orderZ how
+// many standard errors it allows beyond that.
+const (
+	orderSlackMin = 0.05
+	orderZ        = 4
+)
+
+// orderSlack is how much more a more important criticality (rejected
+// share p2 of n2 requests) may be rejected than the one shed before it
+// (p1 of n1) before the order counts as broken: orderZ standard errors
+// of the difference of the two shares (pooled), at least orderSlackMin.
+// Two classes that a server treats as one differ by chance — levee caps
+// an untrusted caller's CRITICAL_PLUS to CRITICAL — and a fixed 5-point
+// slack called 55 % against 49 % of about 1,600 requests each (3.4
+// standard errors) an inversion; a real one (60 % against 20 %) is
+// still one, and a handful of requests cannot show one.
+func orderSlack(p1, n1, p2, n2 float64) float64 {
+	if n1 <= 0 || n2 <= 0 {
+		return 1
+	}
+	p := (p1*n1 + p2*n2) / (n1 + n2)
+	return max(orderSlackMin, orderZ*math.Sqrt(p*(1-p)*(1/n1+1/n2)))
+}
 
 func (c *DrillConfig) defaults() error {
 	l, err := c.Limits.orDefault()
@@ -325,7 +345,7 @@ func allCriticalities() Mix {
 
 // shedding checks the rejections of a probe with all four criticalities:
 // the share rejected must not grow from one criticality to the next more
-// important one (within orderSlack), something must be shed, and at a
+// important one (beyond the noise: orderSlack), something must be shed, and at a
 // forced shed level s the criticalities wholly below it must be shed
 // (≥ 90%) and those wholly above it served (≤ 10% rejected).
 func shedding(run report.Run, s float64) *Shedding {
@@ -334,13 +354,15 @@ func shedding(run report.Run, s float64) *Shedding {
 		sh.Problems = append(sh.Problems, "the probe did not run")
 		return sh
 	}
-	classes := run.Phases[0].ByCriticality // shed first → last
+	ph := run.Phases[0]
+	classes := ph.ByCriticality // shed first → last
+	dur := ph.EndS - ph.StartS
 	var any bool
 	for i, c := range classes {
 		share := report.Share(c.RejectedRPS, c.OfferedRPS)
 		sh.Rejected = append(sh.Rejected, ClassShare{Name: c.Name, Share: share})
 		any = any || share > 0
-		if i > 0 && share > sh.Rejected[i-1].Share+orderSlack {
+		if i > 0 && share > sh.Rejected[i-1].Share+orderSlack(sh.Rejected[i-1].Share, classes[i-1].OfferedRPS*dur, share, c.OfferedRPS*dur) {
 			sh.OrderHeld = false
 			sh.Problems = append(sh.Problems, fmt.Sprintf("shedding out of order: %s rejected %.0f%%, more than %s (%.0f%%)",
 				c.Name, 100*share, sh.Rejected[i-1].Name, 100*sh.Rejected[i-1].Share))

@@ -19,6 +19,7 @@ import (
 	"github.com/levee-dev/levee/config"
 	"github.com/levee-dev/levee/degrade"
 	"github.com/levee-dev/levee/leveehttp"
+	"github.com/levee-dev/levee/tools/report"
 )
 
 // drillService is a test service: an admin endpoint after the contract of
@@ -142,7 +143,7 @@ func runDrill(t *testing.T, s *drillService, token string, overload float64) (*D
 		Target:      HTTP{URL: srv.URL + "/app"},
 		Admin:       &Admin{URL: srv.URL + "/levee/admin", Token: token},
 		Checks:      checks,
-		Rate:        50,
+		Rate:        200, // 15 requests a criticality a probe: enough to show an inversion (orderSlack)
 		Hold:        300 * time.Millisecond,
 		OverloadRPS: overload,
 	})
@@ -412,5 +413,45 @@ func TestDrillLeveeService(t *testing.T) {
 		if st, err := admin.State(context.Background()); err != nil || st.Degrade != nil || st.Shed != nil {
 			t.Errorf("after the drill: %+v, %v; want nothing forced", st, err)
 		}
+	}
+}
+
+// TestSheddingOrderNoise: the order check allows for chance in proportion
+// to the sample: two classes a server treats as one (55 % against 49 %
+// rejected of about 1,600 requests each, as an untrusted caller's
+// CRITICAL_PLUS capped to CRITICAL read once on loopback) keep the order;
+// a real inversion breaks it however large the sample, and no handful of
+// requests shows one.
+func TestSheddingOrderNoise(t *testing.T) {
+	run := func(rps float64, rejected ...float64) report.Run {
+		names := []string{"SHEDDABLE", "SHEDDABLE_PLUS", "CRITICAL", "CRITICAL_PLUS"}
+		ph := report.Phase{Name: "overload", StartS: 0, EndS: 4}
+		for i, r := range rejected {
+			ph.ByCriticality = append(ph.ByCriticality, report.Class{Name: names[i], Rates: report.Rates{OfferedRPS: rps, RejectedRPS: r * rps}})
+		}
+		return report.Run{Phases: []report.Phase{ph}}
+	}
+	tests := []struct {
+		name string
+		run  report.Run
+		held bool
+	}{
+		{"two equal classes, chance apart", run(400, 1, 0.9, 0.49, 0.55), true},
+		{"in order", run(400, 1, 0.8, 0.3, 0.1), true},
+		{"inverted", run(400, 1, 0.8, 0.2, 0.6), false},
+		{"inverted by 6 points in 40,000 requests each", run(10000, 1, 0.8, 0.49, 0.55), false},
+		{"a handful of requests", run(2, 1, 0.5, 0.5, 1), true},
+	}
+	for _, tt := range tests {
+		sh := shedding(tt.run, 0)
+		if sh.OrderHeld != tt.held {
+			t.Errorf("%s: order held %v (%v); want %v", tt.name, sh.OrderHeld, sh.Problems, tt.held)
+		}
+	}
+	if s := orderSlack(0.5, 1600, 0.5, 1600); s < 0.07 || s > 0.071 {
+		t.Errorf("slack for two halves of 1,600: %.4f; want 4 standard errors, 0.0707", s)
+	}
+	if s := orderSlack(0, 1e6, 0, 1e6); s != orderSlackMin {
+		t.Errorf("slack for two large samples: %.4f; want the minimum %v", s, orderSlackMin)
 	}
 }
