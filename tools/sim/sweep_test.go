@@ -93,21 +93,26 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 //     queue at three quarters of its target, two readings of it, and a
 //     delay signal out of sight for the safety net, and a flood in the
 //     arrivals a second period's own count: admit's signals.go and
-//     meter.go). One core of exponential 1 ms requests reads 0.015 below
+//     meter.go). One core of exponential 1 ms requests reads 0.019 below
 //     on one seed: its clients' 200 ms deadlines cap the queue's target
 //     at a quarter of their median budget, 45 ms, and a queue this close
 //     to full use passes that now and then;
 //   - at 1.2× and 2×, goodput ≥ 0.9 of capacity, as the issue asks
-//     (0.905–0.956 over the full sweep);
+//     (0.913–0.956 over the full sweep);
 //   - at 5×, within 0.03 of the bound the issue sets,
 //     cpu_target × (1 − reject_cost × rejections ÷ capacity) ≈ 0.87, on
-//     every shape but one (0.844–0.869), asserted so; one core of
-//     exponential 1 ms requests reaches 0.79–0.82, asserted within 0.1. Traced there: the
-//     admitted work and the refusals keep the core at 0.91 on average,
-//     and the queue in front of admission — the tier's, first come first
-//     served — drifts, as a queue this close to full use does, out to the
-//     clients' 200 ms timeout for seconds at a time; a tenth of the CPU
-//     goes on work nobody waits for. (Until the queue signal learned its
+//     every shape but one (0.859–0.881), asserted so; one core of
+//     exponential 1 ms requests reaches 0.815–0.849, asserted within 0.07
+//     (0.79–0.82 until the simulated instance reported the requests
+//     waiting for its core as unread demand, as a Go server's scheduler
+//     signal does: model.go's unreadCPU; before it the admitted share
+//     swung 0.07–0.52 between periods and the queue drifted out to the
+//     clients' 200 ms timeout). Traced there now: the admitted work and
+//     the refusals share the core first come first served at 0.93 on
+//     average, and the queue in front of admission, this close to full
+//     use, passes its target (39 ms, a quarter of the clients' budget)
+//     every second or so; each crossing cuts admission for a few periods
+//     (the core at 0.64–0.66 for 150 ms). (Until the queue signal learned its
 //     scale per request served, every run that started at 5× kept the
 //     scale its first seconds taught, diluted by refusals: 0.74–0.83 on
 //     the exponential shapes and on 64 cores of 1 s requests.)
@@ -168,11 +173,10 @@ func TestSweep(t *testing.T) {
 						bound := 0.95 * (1 - 0.02*l.RejectedRPS/c)
 						line += fmt.Sprintf(", bound %.3f, reject CPU %.3f", bound, lvr.RejectCPUShare)
 						// The issue's 0.03, but for one core of exponential
-						// 1 ms requests, measured 0.05–0.09 below (its queue
-						// before admission drifts out to the timeout, above).
+						// 1 ms requests, measured 0.02–0.06 below (above).
 						tol := 0.03
 						if sh.cores == 1 && sh.dist == "exp" {
-							tol = 0.1
+							tol = 0.07
 						}
 						if math.IsNaN(gl) || gl < bound-tol {
 							t.Errorf("%s: want within %g of the bound", line, tol)
