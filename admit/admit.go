@@ -30,6 +30,7 @@ type config struct {
 	logger   *slog.Logger
 	runWait  time.Duration // longest wait in the run queue; ≤ 0: no run queue
 	runBound int           // fixed bound; ≤ 0: learned
+	cores    func() int    // the cores the process may use; nil: GOMAXPROCS
 	groups   PeerGroups
 	tenants  TenantLimiter // consulted after quotas (fleetquota.go)
 	dryRun   bool
@@ -229,6 +230,18 @@ func WithRunBound(n int) Option {
 		option.Check(n >= 0 && n <= 1e6, "admit", "WithRunBound", "must be in [0, 1e6] (0 means the learned bound)", n)
 		c.runBound = n
 	}
+}
+
+// WithCores sets the function returning how many cores the process may
+// use, read every period. Default runtime.GOMAXPROCS(0), which Go keeps
+// at a container's CPU limit as that changes. The run queue's learned
+// bound never falls below it (nor below 4 or twice the cores while it
+// learns), and demand waiting unread (a backlog signal's Unread) counts
+// as the process falling behind above 16 requests a core. A controller
+// for another process than this one — a simulated instance — passes
+// that process's cores. nil restores the default.
+func WithCores(f func() int) Option {
+	return func(c *config) { c.cores = f }
 }
 
 // PeerGroups says which address prefixes may count as one tenant (see

@@ -203,8 +203,10 @@ func New(opts ...Option) *Controller {
 	if cfg.runWait > 0 && cfg.runBound > 0 {
 		c.runq.limit.Store(int64(cfg.runBound))
 	}
-	c.run.floor = float64(max(4, 2*runtime.GOMAXPROCS(0)))
-	c.run.procs = float64(runtime.GOMAXPROCS(0))
+	if c.cfg.cores == nil {
+		c.cfg.cores = func() int { return runtime.GOMAXPROCS(0) }
+	}
+	c.readCores()
 	c.sampleShift.Store(initSampleShift)
 	c.retryIdx = raIndex(defaultRecovery)
 	c.publishErrors()
@@ -266,6 +268,7 @@ func (c *Controller) stepAt(t time.Time, now int64, explicit bool) stepOut {
 	c.last, c.hasLast = now, true
 	sec := time.Duration(dt).Seconds()
 
+	c.readCores()
 	sig := c.readSignals()
 	load := sig.load
 	var cnt counts
@@ -387,6 +390,15 @@ func (c *Controller) unreadNow() float64 {
 		return u
 	}
 	return max(0, u-float64(c.runq.running.Load()))
+}
+
+// readCores takes the process's cores (WithCores) for the run queue's
+// bound and the unread demand's threshold. Under c.mu, or before the
+// controller is shared.
+func (c *Controller) readCores() {
+	n := float64(max(1, c.cfg.cores()))
+	c.run.floor = max(4, 2*n)
+	c.run.procs = n
 }
 
 // bottleneck returns the throughput of the bottleneck the binding signal

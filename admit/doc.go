@@ -186,11 +186,12 @@
 // given, or given zero where zero is outside its range (the period),
 // means its documented default; a value inside the range is taken as
 // given (WithRunQueue(0) turns the run queue off, WithRunBound(0) keeps the
-// learned bound); a nil route function, observer, logger or degradation
-// controller restores the default; any other value out of its documented
-// range (a negative run-queue wait, an empty quota tenant, a negative or
-// NaN quota rate) is a programming error, and New panics with a message
-// naming the option, the value and the range, as time.NewTicker does.
+// learned bound); a nil route function, cores function, observer, logger or
+// degradation controller restores the default; any other value out of its
+// documented range (a negative run-queue wait, an empty quota tenant, a
+// negative or NaN quota rate) is a programming error, and New panics with
+// a message naming the option, the value and the range, as
+// time.NewTicker does.
 // Check values that come from users where they are read.
 //
 // # Layers

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -681,5 +682,30 @@ func TestSoloTime(t *testing.T) {
 	}
 	if got := s.seconds(); math.Abs(got-0.005) > 0.005*(soloUp-1) {
 		t.Fatalf("after 200 samples of 5 ms: %v", got)
+	}
+}
+
+// TestWithCores: the cores are read every period (Go moves GOMAXPROCS
+// with a container's CPU limit; a simulated instance has its own), and
+// the run queue's floor and the unread threshold follow them.
+func TestWithCores(t *testing.T) {
+	n := 2
+	c := New(WithCores(func() int { return n }))
+	if c.run.procs != 2 || c.run.floor != 4 {
+		t.Fatalf("cores 2: procs %v, floor %v; want 2, 4", c.run.procs, c.run.floor)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	n = 16
+	c.Step(at.Add(DefaultPeriod))
+	if c.run.procs != 16 || c.run.floor != 32 {
+		t.Errorf("cores 16 after a Step: procs %v, floor %v; want 16, 32", c.run.procs, c.run.floor)
+	}
+	n = 0 // nonsense reads as one core
+	c.Step(at.Add(2 * DefaultPeriod))
+	if c.run.procs != 1 || c.run.floor != 4 {
+		t.Errorf("cores 0: procs %v, floor %v; want 1, 4", c.run.procs, c.run.floor)
+	}
+	if d := New(WithCores(nil)); d.run.procs != float64(runtime.GOMAXPROCS(0)) {
+		t.Errorf("WithCores(nil): procs %v; want GOMAXPROCS %d", d.run.procs, runtime.GOMAXPROCS(0))
 	}
 }

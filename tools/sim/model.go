@@ -1057,6 +1057,7 @@ func (w *world) startProcess(in *instance) {
 			admit.WithSignals(sigs...),
 			admit.WithPeriod(w.s.Levee.Period.D()),
 			admit.WithSeed(w.rng.Uint64()),
+			admit.WithCores(func() int { return in.cores }),
 		)
 		in.ov = w.newOverload(in)
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -338,8 +339,9 @@ func TestLoseSite(t *testing.T) {
 	}
 }
 
-// The same seed gives byte-identical JSON, whatever the parallelism; a
-// different seed gives a different run.
+// The same seed gives byte-identical JSON, whatever the parallelism and
+// the host's GOMAXPROCS (a simulated instance's admission counts its own
+// cores: admit.WithCores); a different seed gives a different run.
 func TestDeterminism(t *testing.T) {
 	s := scaled(load(t, "avalanche"), 0.05)
 	if light() {
@@ -359,6 +361,19 @@ func TestDeterminism(t *testing.T) {
 	}
 	if bytes.Equal(a, c) {
 		t.Errorf("seeds 3 and 4 gave identical JSON")
+	}
+	// One core at 5× of 20 ms requests: its queue runs past 16 requests
+	// (the unread count at which admit takes one core to be behind) and
+	// stays under 16 × 7.
+	s = sweepScenario(t, sweepShape{1, 20 * time.Millisecond, "exp"}, 5, true, time.Second, 4*time.Second)
+	a = enc(3, 1)
+	for _, procs := range []int{1, 7} {
+		prev := runtime.GOMAXPROCS(procs)
+		d := enc(3, 1)
+		runtime.GOMAXPROCS(prev)
+		if !bytes.Equal(a, d) {
+			t.Errorf("seed 3 gave different JSON with GOMAXPROCS %d (%d vs %d bytes)", procs, len(a), len(d))
+		}
 	}
 }
 
