@@ -15,7 +15,8 @@
 //
 // or, explicitly, with a controller of your own:
 //
-//	s := leveegrpc.NewServer(controller, leveegrpc.WithQueueDelay(set.Queue))
+//	s := leveegrpc.NewServer(controller,
+//		leveegrpc.WithQueueDelay(set.Queue), leveegrpc.WithConcurrency(set.Concurrency))
 //	srv := grpc.NewServer(s.ServerOptions()...)
 //
 // Each request is admitted exactly once, whichever parts are installed:

@@ -2,6 +2,7 @@ package leveegrpc
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,33 @@ func TestPauser(t *testing.T) {
 				t.Errorf("in flight after the call %d; want 0", after)
 			}
 		})
+	}
+}
+
+// TestUnfedConcurrency: a Server whose controller steers by a concurrency
+// signal it does not feed says so once; fed, it says nothing.
+func TestUnfedConcurrency(t *testing.T) {
+	for _, fed := range []bool{false, true} {
+		conc := pressure.NewConcurrency()
+		var problems []string
+		opts := []Option{WithProblemReporter(func(p, _ string) { problems = append(problems, p) })}
+		if fed {
+			opts = append(opts, WithConcurrency(conc))
+		}
+		s := NewServer(admit.New(admit.WithSignals(conc)), opts...)
+		target, dopt := startServer(t, bufNet, &echoImpl{}, s.ServerOptions()...)
+		cc := dial(t, target, dopt)
+		for range 2 {
+			if _, err := callEcho(context.Background(), cc, "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := []string{ProblemUnfedConcurrency}
+		if fed {
+			want = nil
+		}
+		if fmt.Sprint(problems) != fmt.Sprint(want) {
+			t.Errorf("fed %v: problems %v; want %v", fed, problems, want)
+		}
 	}
 }

@@ -199,8 +199,9 @@ func (s *Server) exitGate() {
 
 // WithProblemReporter sets the function told once about misuse the Server
 // detects on its first call: ProblemNoTap (the interceptors run but
-// InHandle is not installed) or ProblemNoStatsHandler (WithQueueDelay is
-// set but the stats handler is not installed). Default: a warning in
+// InHandle is not installed), ProblemNoStatsHandler (WithQueueDelay is
+// set but the stats handler is not installed) or ProblemUnfedConcurrency
+// (the controller's concurrency signal is not fed). Default: a warning in
 // slog.Default's log. Protect reports to its own log and metric.
 func WithProblemReporter(f func(problem, detail string)) Option {
 	return func(s *Server) { s.report = f }
@@ -215,6 +216,12 @@ const (
 	// ProblemNoStatsHandler: WithQueueDelay is set but StatsHandler is not
 	// installed (grpc.StatsHandler): the queue-delay signal sees nothing.
 	ProblemNoStatsHandler = "no_stats_handler"
+	// ProblemUnfedConcurrency: the controller steers by a concurrency
+	// signal (pressure.Default holds one) that the Server does not feed:
+	// it reads 0 whatever waits inside the handlers, so a dependency that
+	// slows is invisible. Pass WithConcurrency(set.Concurrency), as
+	// Protect does.
+	ProblemUnfedConcurrency = "unfed_concurrency"
 )
 
 // DefaultRetryAfter is the delay a Server advises with an overload or quota

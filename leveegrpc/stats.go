@@ -48,4 +48,21 @@ func (s *Server) check(ctx context.Context, method string) {
 	case s.queue != nil && !a.tagged.Load():
 		s.report(ProblemNoStatsHandler, "the queue-delay signal is set but levee's stats handler is not installed (grpc.StatsHandler(s.StatsHandler())): it sees nothing; use ServerOptions")
 	}
+	if s.unfedConcurrency() {
+		s.report(ProblemUnfedConcurrency, "the controller has a concurrency signal the server does not feed: calls waiting inside handlers (a slow dependency) are invisible; pass leveegrpc.WithConcurrency(set.Concurrency) (Protect does)")
+	}
+}
+
+// unfedConcurrency reports that the controller steers by a concurrency
+// signal that s does not feed.
+func (s *Server) unfedConcurrency() bool {
+	if s.c == nil || s.conc != nil {
+		return false
+	}
+	for _, g := range s.c.Snapshot().Signals {
+		if g.Name == "concurrency" {
+			return true
+		}
+	}
+	return false
 }

@@ -194,11 +194,14 @@ type (
 // Handler is the server side of levee for net/http. Build it with
 // NewHandler.
 type Handler struct {
-	next  http.Handler
-	cfg   handlerConfig
-	admit admitFunc
-	done  doneFunc
-	load  func() float64
+	next http.Handler
+	cfg  handlerConfig
+	// unfedConc: the controller has a concurrency signal cfg does not
+	// feed (ProblemUnfedConcurrency).
+	unfedConc bool
+	admit     admitFunc
+	done      doneFunc
+	load      func() float64
 	// loadCache holds the last formatted Levee-Load value.
 	loadCache atomic.Pointer[loadValue]
 	// rules derive each request's levee.Call and deadline.
@@ -292,6 +295,7 @@ func NewHandler(next http.Handler, c *admit.Controller, opts ...HandlerOption) *
 		}
 	}
 	h.done = func(t *admit.Ticket, err error) { t.Done(err) }
+	h.unfedConc = unfed(c, &h.cfg)
 	if c != nil {
 		h.admit = c.Admit
 		h.load = c.Load

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+
+	"github.com/levee-dev/levee/admit"
 )
 
 // Problems the Handler and Protect report about how they are used: misuse
@@ -29,6 +31,12 @@ const (
 	// (0.0.0.0/0 or ::/0): every caller may claim CRITICAL_PLUS and any
 	// tenant.
 	ProblemTrustEveryone = "trust_everyone"
+	// ProblemUnfedConcurrency: the controller steers by a concurrency
+	// signal (pressure.Default holds one) that the Handler does not feed:
+	// it reads 0 whatever waits inside the handler, so a dependency that
+	// slows is invisible. Pass WithConcurrency(set.Concurrency), as
+	// Protect does.
+	ProblemUnfedConcurrency = "unfed_concurrency"
 )
 
 // WithProblemReporter sets the function told about misuse the Handler
@@ -52,6 +60,23 @@ func (h *Handler) check(r *http.Request, conn *stampConn) {
 	if stateFrom(r.Context()) != nil {
 		h.cfg.report(ProblemDoubleAdmission, "a request reached a levee Handler from inside another one: it is admitted twice; protect a handler once")
 	}
+	if h.unfedConc {
+		h.cfg.report(ProblemUnfedConcurrency, "the controller has a concurrency signal the handler does not feed: requests waiting inside the handler (a slow dependency) are invisible; pass leveehttp.WithConcurrency(set.Concurrency) (Protect does)")
+	}
+}
+
+// unfed reports that c steers by a concurrency signal that a Handler
+// configured with cfg does not feed.
+func unfed(c *admit.Controller, cfg *handlerConfig) bool {
+	if c == nil || cfg.conc != nil {
+		return false
+	}
+	for _, s := range c.Snapshot().Signals {
+		if s.Name == "concurrency" {
+			return true
+		}
+	}
+	return false
 }
 
 // problemLog reports each problem once: to a logger and into a set that

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,7 +17,9 @@ import (
 	"time"
 
 	"github.com/levee-dev/levee"
+	"github.com/levee-dev/levee/admit"
 	"github.com/levee-dev/levee/config"
+	"github.com/levee-dev/levee/pressure"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -313,4 +316,37 @@ admin: {enabled: true, token: "0123456789abcdef-token"}
 
 func criticalityOf(r *http.Request) string {
 	return levee.CallFrom(r.Context()).Criticality.String()
+}
+
+// TestUnfedConcurrency: a Handler whose controller steers by a
+// concurrency signal it does not feed says so once; fed, or with no such
+// signal, it says nothing.
+func TestUnfedConcurrency(t *testing.T) {
+	conc := pressure.NewConcurrency()
+	tests := []struct {
+		name string
+		ctl  *admit.Controller
+		opts []HandlerOption
+		want bool
+	}{
+		{"a concurrency signal, not fed", admit.New(admit.WithSignals(conc)), nil, true},
+		{"fed", admit.New(admit.WithSignals(conc)), []HandlerOption{WithConcurrency(conc)}, false},
+		{"no concurrency signal", admit.New(admit.WithSignals(pressure.NewQueueDelay())), nil, false},
+		{"no controller", nil, nil, false},
+	}
+	for _, tt := range tests {
+		var got []string
+		opts := append(tt.opts, WithProblemReporter(func(p, _ string) {
+			if p == ProblemUnfedConcurrency {
+				got = append(got, p)
+			}
+		}))
+		h := NewHandler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), tt.ctl, opts...)
+		for range 3 {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/x", nil))
+		}
+		if want := map[bool]int{true: 1, false: 0}[tt.want]; len(got) != want {
+			t.Errorf("%s: reported %d times; want %d", tt.name, len(got), want)
+		}
+	}
 }

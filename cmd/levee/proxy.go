@@ -74,6 +74,10 @@ func (c *proxyCmd) Run(e *env) error {
 	if set.Queue != nil {
 		opts = append(opts, proxy.WithHandlerOptions(leveehttp.WithQueueDelay(set.Queue)))
 	}
+	if set.Concurrency != nil {
+		// A backend that slows is waiting inside the proxy's handler.
+		opts = append(opts, proxy.WithHandlerOptions(leveehttp.WithConcurrency(set.Concurrency)))
+	}
 	if p := cfg.HTTP.MetricsPath; p != "" {
 		opts = append(opts, proxy.WithExempt(p, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	}

@@ -47,6 +47,9 @@ func (s *Server) protect(app http.Handler) (http.Handler, error) {
 	}
 	s.connContext = leveehttp.ConnContext
 	hopts := []leveehttp.HandlerOption{leveehttp.WithQueueDelay(set.Queue)}
+	if set.Concurrency != nil {
+		hopts = append(hopts, leveehttp.WithConcurrency(set.Concurrency))
+	}
 	if trust != nil {
 		hopts = append(hopts, leveehttp.WithTrust(trust))
 	}

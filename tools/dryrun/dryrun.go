@@ -78,7 +78,7 @@ func Wrap(app http.Handler) http.Handler {
 		go record(ctx, f, ctl.Snapshot)
 	}
 	h := leveehttp.NewHandler(app, ctl,
-		leveehttp.WithQueueDelay(set.Queue),
+		leveehttp.WithQueueDelay(set.Queue), leveehttp.WithConcurrency(set.Concurrency),
 		leveehttp.WithTrust(func(*http.Request) bool { return true }))
 	return Mix(h)
 }

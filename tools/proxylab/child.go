@@ -151,7 +151,7 @@ func (c *Child) handler(ctx context.Context) (http.Handler, error) {
 		}
 		ctl := admit.New(admit.WithSignals(set.Signals()...), admit.WithRunQueue(0), admit.WithRoute(leveehttp.Route))
 		h, err := proxy.New(cfg, proxy.WithLogger(log), proxy.WithController(ctl),
-			proxy.WithHandlerOptions(leveehttp.WithQueueDelay(set.Queue)))
+			proxy.WithHandlerOptions(leveehttp.WithQueueDelay(set.Queue), leveehttp.WithConcurrency(set.Concurrency)))
 		if err != nil {
 			return nil, err
 		}
