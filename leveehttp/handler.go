@@ -194,14 +194,11 @@ type (
 // Handler is the server side of levee for net/http. Build it with
 // NewHandler.
 type Handler struct {
-	next http.Handler
-	cfg  handlerConfig
-	// unfedConc: the controller has a concurrency signal cfg does not
-	// feed (ProblemUnfedConcurrency).
-	unfedConc bool
-	admit     admitFunc
-	done      doneFunc
-	load      func() float64
+	next  http.Handler
+	cfg   handlerConfig
+	admit admitFunc
+	done  doneFunc
+	load  func() float64
 	// loadCache holds the last formatted Levee-Load value.
 	loadCache atomic.Pointer[loadValue]
 	// rules derive each request's levee.Call and deadline.
@@ -217,6 +214,9 @@ type Handler struct {
 	probes atomic.Uint64
 	// checked is set once the first request has been checked for misuse.
 	checked atomic.Bool
+	// unfedConc: the controller has a concurrency signal the Handler does
+	// not feed (ProblemUnfedConcurrency).
+	unfedConc bool
 }
 
 // request is what the call derivation reads of an HTTP request: the

@@ -162,7 +162,8 @@ func WithQueueCPU(f func() float64) QueueOption {
 
 // WithQueueBudget sets the function returning the callers' median time
 // budget (as Concurrency.Budget; 0 = unknown), a quarter of which caps the
-// target (up to half with WithQueueSpread: see QueueDelay). Default: none. nil restores the default.
+// target (up to half with WithQueueSpread: see QueueDelay). Default:
+// none. nil restores the default.
 func WithQueueBudget(f func() time.Duration) QueueOption {
 	return func(c *queueConfig, _ *checker) {
 		if f != nil {

@@ -74,7 +74,7 @@ runs:
 // everything for seconds at 2× (0.65 of capacity on one seed of eight
 // 1 ms cores). Two seeds; four with LEVEE_SWEEP=1.
 func TestGateway(t *testing.T) {
-	shapes := []sweepShape{{1, time.Millisecond, "exp"}, {8, time.Millisecond, "exp"}, {1, 20 * time.Millisecond, "exp"}, {4, 100 * time.Millisecond, "exp"}}
+	shapes := []sweepShape{{1, time.Millisecond, "exp", 0, 0}, {8, time.Millisecond, "exp", 0, 0}, {1, 20 * time.Millisecond, "exp", 0, 0}, {4, 100 * time.Millisecond, "exp", 0, 0}}
 	seeds := []uint64{1, 2}
 	if os.Getenv("LEVEE_SWEEP") != "" {
 		seeds = []uint64{1, 2, 3, 4}

@@ -21,16 +21,11 @@ import (
 // service times on one core and cv 3, the budget bounds the target and
 // levee still sheds 2–6 % at 0.9 (pressure.QueueDelay's doc).
 func TestHeavyTail(t *testing.T) {
-	shapes := []struct {
-		cores   int
-		mean    time.Duration
-		cv      float64
-		timeout time.Duration
-	}{
-		{1, time.Millisecond, 3, time.Second},
-		{4, 5 * time.Millisecond, 6, 5 * time.Second},
-		{8, 10 * time.Millisecond, 3, 2 * time.Second},
-		{32, 100 * time.Millisecond, 3, 20 * time.Second},
+	shapes := []sweepShape{
+		{1, time.Millisecond, "lognormal", 3, time.Second},
+		{4, 5 * time.Millisecond, "lognormal", 6, 5 * time.Second},
+		{8, 10 * time.Millisecond, "lognormal", 3, 2 * time.Second},
+		{32, 100 * time.Millisecond, "lognormal", 3, 20 * time.Second},
 	}
 	loads := []float64{0.8, 0.9, 0.95, 1.2}
 	if testing.Short() || raceEnabled {
@@ -38,28 +33,11 @@ func TestHeavyTail(t *testing.T) {
 	}
 	for _, sh := range shapes {
 		for _, load := range loads {
-			t.Run(fmt.Sprintf("%d×%v/cv%g/%g", sh.cores, sh.mean, sh.cv, load), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%g", sh, load), func(t *testing.T) {
 				t.Parallel()
 				k := max(1, sh.mean.Seconds()/0.01)
-				c := float64(sh.cores) / sh.mean.Seconds()
-				y := fmt.Sprintf(`
-name: heavy-tail
-capacity_rps: %g
-phases:
-  - {name: warm, duration: %v}
-  - {name: measure, duration: %v}
-clients:
-  - {name: users, rate_rps: %g, target: app, timeout: %v, retry: {attempts: 1}}
-tiers:
-  - {name: app, cores: %d, service: {dist: lognormal, cv: %g, mean: %v}}
-runs:
-  - {name: unprotected, protection: none}
-  - {name: levee, protection: levee, throttle: false}
-`, c, time.Duration(5*k)*time.Second, time.Duration(20*k)*time.Second, load*c, sh.timeout, sh.cores, sh.cv, sh.mean)
-				s, err := Parse([]byte(y))
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := sweepScenario(t, sh, load, false, time.Duration(5*k)*time.Second, time.Duration(20*k)*time.Second)
+				c := sh.capacity()
 				tol95 := 0.03
 				if sh.cv > 3 {
 					tol95 = 0.05

@@ -365,7 +365,7 @@ func TestDeterminism(t *testing.T) {
 	// One core at 5× of 20 ms requests: its queue runs past 16 requests
 	// (the unread count at which admit takes one core to be behind) and
 	// stays under 16 × 7.
-	s = sweepScenario(t, sweepShape{1, 20 * time.Millisecond, "exp"}, 5, true, time.Second, 4*time.Second)
+	s = sweepScenario(t, sweepShape{1, 20 * time.Millisecond, "exp", 0, 0}, 5, true, time.Second, 4*time.Second)
 	a = enc(3, 1)
 	for _, procs := range []int{1, 7} {
 		prev := runtime.GOMAXPROCS(procs)

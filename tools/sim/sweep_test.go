@@ -18,19 +18,29 @@ import (
 type sweepShape struct {
 	cores int
 	mean  time.Duration
-	dist  string // exp or const
+	dist  string        // exp, const or lognormal
+	cv    float64       // lognormal's coefficient of variation
+	limit time.Duration // the clients' timeout; 0: 200× the mean
 }
 
 func (s sweepShape) capacity() float64 { return float64(s.cores) / s.mean.Seconds() }
 
-func (s sweepShape) String() string { return fmt.Sprintf("%d×%v/%s", s.cores, s.mean, s.dist) }
+func (s sweepShape) String() string {
+	if s.dist == "lognormal" {
+		return fmt.Sprintf("%d×%v/cv%g", s.cores, s.mean, s.cv)
+	}
+	return fmt.Sprintf("%d×%v/%s", s.cores, s.mean, s.dist)
+}
 
 // sweepScenario is one tier of shape under load×capacity from clients with
-// a timeout of 200× the mean, retrying twice at once (attempts 3) when
-// retry, for warm then measure.
+// a timeout of 200× the mean (or the shape's), retrying twice at once
+// (attempts 3) when retry, for warm then measure.
 func sweepScenario(t testing.TB, sh sweepShape, load float64, retry bool, warm, measure time.Duration) *Scenario {
 	t.Helper()
 	timeout := 200 * sh.mean
+	if sh.limit > 0 {
+		timeout = sh.limit
+	}
 	rt := "{attempts: 1}"
 	if retry {
 		rt = fmt.Sprintf("{attempts: 3, backoff: fixed, base: 1us, attempt_timeout: %v}", timeout)
@@ -44,11 +54,11 @@ phases:
 clients:
   - {name: users, rate_rps: %g, target: app, timeout: %v, retry: %s}
 tiers:
-  - {name: app, cores: %d, service: {dist: %s, mean: %v}}
+  - {name: app, cores: %d, service: {dist: %s, cv: %g, mean: %v}}
 runs:
   - {name: unprotected, protection: none}
   - {name: levee, protection: levee, throttle: false}
-`, sh.capacity(), warm, measure, load*sh.capacity(), timeout, rt, sh.cores, sh.dist, sh.mean)
+`, sh.capacity(), warm, measure, load*sh.capacity(), timeout, rt, sh.cores, sh.dist, sh.cv, sh.mean)
 	s, err := Parse([]byte(y))
 	if err != nil {
 		t.Fatalf("%s", err)
@@ -124,13 +134,13 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 // otherwise two shapes.
 func TestSweep(t *testing.T) {
 	shapes := []sweepShape{
-		{1, time.Millisecond, "exp"}, {3, 10 * time.Millisecond, "exp"}, {32, 100 * time.Millisecond, "exp"}, {64, time.Second, "exp"},
-		{1, time.Millisecond, "const"}, {3, 10 * time.Millisecond, "const"}, {32, 100 * time.Millisecond, "const"}, {64, time.Second, "const"},
+		{1, time.Millisecond, "exp", 0, 0}, {3, 10 * time.Millisecond, "exp", 0, 0}, {32, 100 * time.Millisecond, "exp", 0, 0}, {64, time.Second, "exp", 0, 0},
+		{1, time.Millisecond, "const", 0, 0}, {3, 10 * time.Millisecond, "const", 0, 0}, {32, 100 * time.Millisecond, "const", 0, 0}, {64, time.Second, "const", 0, 0},
 	}
 	loads := []float64{0.7, 0.8, 0.9, 0.95, 1.2, 2, 5}
 	sds := []uint64{1, 2}
 	if os.Getenv("LEVEE_SWEEP") == "" || raceEnabled {
-		shapes = []sweepShape{{1, time.Millisecond, "const"}, {32, 100 * time.Millisecond, "exp"}}
+		shapes = []sweepShape{{1, time.Millisecond, "const", 0, 0}, {32, 100 * time.Millisecond, "exp", 0, 0}}
 		loads = []float64{0.9, 1.2, 5}
 		sds = []uint64{1}
 	}
