@@ -72,7 +72,10 @@ func (r *flowRing) push(starts, ends int64) {
 // period of 450); a dependency that slows tenfold under a steady load adds
 // most of its arrivals (43 of 56 in the first 50 ms). Over one period at
 // forty requests a second, chance alone passed the bar every few minutes.
-func (r *flowRing) growing(cfg concConfig) bool {
+//
+// dispersion is how much more than chance the in-flight count swings by
+// itself (see swing); 1 or less: chance alone.
+func (r *flowRing) growing(cfg concConfig, dispersion float64) (grows bool, d, n float64) {
 	var st, en int64
 	for i := range numFlowPeriods {
 		j := (r.head - i + numFlowPeriods) % numFlowPeriods
@@ -81,9 +84,65 @@ func (r *flowRing) growing(cfg concConfig) bool {
 			break
 		}
 	}
-	d := float64(st - en)
-	return d >= float64(cfg.minQueue) && d >= growthSigmas*math.Sqrt(float64(st+en))
+	d, n = float64(st-en), float64(st+en)
+	k := math.Max(1, math.Min(dispersion, swingMaxDispersion))
+	return d >= float64(cfg.minQueue) && d >= growthSigmas*math.Sqrt(k*n), d, n
 }
+
+// swing is how far the requests in flight swing by themselves while the
+// controller does not shed: a dependency whose own handler times are
+// heavy-tailed (a backend's requests that now and then miss a cache)
+// keeps up on average, yet the calls waiting on it pile up and drain in
+// bursts far beyond chance (8 backend cores of lognormal 1 ms requests
+// with cv 3 at 0.9 of their capacity: a gateway's requests in flight
+// swung from 5 to 300 within a period, 270 more starts than ends where
+// chance explains 80), read as a queue growing and over the standing
+// allowance; and once the gateway shed, its latency target read the
+// backend's normal queue as waiting and kept the episode going. Learned
+// as EWMAs over swingTau, from zero, from the sample periods in which the
+// queue stands (the controller does not shed, the queue is not growing)
+// and nothing is frozen:
+//
+//   - dispersion, the mean of (starts − ends)² ÷ (starts + ends) over the
+//     growth test's window (1 for chance), which widens that test by its
+//     square root, at most swingMaxDispersion (a fourfold bar);
+//   - the queue's root mean square, three of which the allowed queue
+//     never falls below — also while the controller sheds — and never
+//     beyond what half the callers' budget allows.
+//
+// A queue that grows teaches nothing, so a dependency that slows is still
+// seen growing and held to the latency target (and learning stops while
+// the controller sheds); what the swings taught fades over swingTau.
+type swing struct {
+	dispersion float64 // mean of (starts − ends)² ÷ (starts + ends); 0 until learned (read as 1)
+	queueMS    float64 // mean of queue², requests²; from 0
+}
+
+// Swing parameters (see swing).
+const (
+	swingTau           = 10 * time.Second
+	swingMaxDispersion = 16
+	swingSigmas        = 3
+)
+
+// learn moves the swing by one sample period (dt long) whose growth
+// window held d more starts than ends of n, with queue requests waiting.
+func (w *swing) learn(dt time.Duration, d, n, queue float64) {
+	if n <= 0 {
+		return
+	}
+	x := d * d / n
+	if w.dispersion == 0 {
+		w.dispersion = 1 // chance: what a Poisson flow shows
+	}
+	a := smooth.Alpha(dt, swingTau)
+	w.dispersion += a * (x - w.dispersion)
+	w.queueMS += a * (queue*queue - w.queueMS)
+}
+
+// allowance is the standing queue the swing asks for: swingSigmas root
+// mean squares of the queue.
+func (w *swing) allowance() float64 { return swingSigmas * math.Sqrt(w.queueMS) }
 
 // maxCPUShare caps the CPU share in the contention allowance 1 ÷ (1 − CPU)
 // at a factor of 20; at and above it the CPU is saturated and the signal
@@ -280,6 +339,7 @@ type concState struct {
 	arrive smooth.EWMA // started requests per second
 	starts startRing
 	flow   flowRing // starts and ends, for growing
+	swing  swing    // how far in-flight swings by itself
 	ev     evidence
 
 	service    float64       // no-wait service time B, seconds; 0 = not learned yet
@@ -399,8 +459,12 @@ func (s *concState) step(w *window, cfg concConfig) {
 		s.queue = 0
 	}
 	s.flow.push(w.starts, ended)
-	s.standing = w.standing && !s.flow.growing(cfg)
+	grows, gd, gn := s.flow.growing(cfg, s.swing.dispersion)
+	s.standing = w.standing && !grows
 	s.allowed = s.allowedQueue(cfg, s.standing)
+	if s.standing && !w.frozen {
+		s.swing.learn(w.dt, gd, gn, s.queue) // after its own reading: a burst does not excuse itself
+	}
 	raw := s.queue / s.allowed
 	if s.waiting && capacity > 0 && !s.standing {
 		// The bottleneck is saturated: read the rate let in against what
@@ -438,14 +502,15 @@ func (s *concState) quietCapAt(cfg concConfig) int64 {
 // ceiling without the 1.5 × B floor: see Concurrency).
 func (s *concState) allowedQueue(cfg concConfig, standing bool) float64 {
 	allowed := math.Max(float64(cfg.minQueue), (s.target/s.service-1)*s.served)
-	if !standing {
-		return allowed
-	}
 	hi := cfg.ceilT.Seconds()
 	if s.budget > 0 {
 		hi = math.Min(hi, s.budget/2)
 	}
-	return math.Max(allowed, math.Min(standingQueue, (hi/s.service-1)*s.served))
+	most := (hi/s.service - 1) * s.served
+	if !standing {
+		return math.Max(allowed, math.Min(s.swing.allowance(), most))
+	}
+	return math.Max(allowed, math.Min(math.Max(standingQueue, s.swing.allowance()), most))
 }
 
 // notePeak keeps the most requests in service the completions explained

@@ -688,3 +688,56 @@ func TestStandingQueue(t *testing.T) {
 		t.Errorf("30 requests held: value %.2f while not shedding, %.2f while shedding; want < 1 and > 1", standing, shedding)
 	}
 }
+
+// TestSwing: how far a standing queue swings by itself while the
+// controller does not shed is learned, slowly, and allowed — also while
+// it sheds, so that a dependency whose own times are heavy-tailed does
+// not keep an episode going; a queue that grows, or one seen while the
+// controller sheds, teaches nothing, and what was learned fades.
+func TestSwing(t *testing.T) {
+	const ms = time.Millisecond
+	step := func(l *learner, inflight float64, starts, ends int64, standing bool) {
+		w := window{dt: 50 * ms, standing: standing, starts: starts, inflight: inflight}
+		b := kBucket(2)
+		w.n[b], w.k[b] = ends, 2*ends
+		w.ns[b] = ends * int64(5*ms)
+		w.nsq[b] = w.ns[b]
+		l.st.step(&w, l.cfg)
+	}
+	fresh := func() *learner {
+		l := newLearner()
+		l.run(300*ms, []int64{2}, 20, func(int64) time.Duration { return 5 * ms }, 0, false)
+		return l
+	}
+	// A queue of 60 that comes and goes, as many starting as ending.
+	swings := func(l *learner, d time.Duration, standing bool) {
+		for i := range int(d / (50 * ms)) {
+			step(l, float64(2+60*(i%2)), 20, 20, standing)
+		}
+	}
+	l := fresh()
+	swings(l, 30*time.Second, true)
+	step(l, 62, 20, 20, false) // the controller sheds
+	if r := l.st.readingAt(time.Time{}); r.Allowed < 100 || r.Value > 1 {
+		t.Errorf("a standing queue swinging to 60 for 30 s, then shedding: allowed %.1f, value %.2f; want ≥ 100 and ≤ 1", r.Allowed, r.Value)
+	}
+	for range int(40 * time.Second / (50 * ms)) {
+		step(l, 2, 20, 20, true)
+	}
+	if a := l.st.swing.allowance(); a > 20 {
+		t.Errorf("40 s after the swings stopped: allowance %.1f; want ≤ 20", a)
+	}
+
+	l = fresh()
+	for range int(10 * time.Second / (50 * ms)) {
+		step(l, 30, 60, 20, true) // 40 more start than end each period
+	}
+	if l.st.swing.queueMS != 0 {
+		t.Errorf("a growing queue taught a swing of %.1f", l.st.swing.allowance())
+	}
+	l = fresh()
+	swings(l, 30*time.Second, false)
+	if l.st.swing.queueMS != 0 {
+		t.Errorf("a queue seen while the controller shed taught a swing of %.1f", l.st.swing.allowance())
+	}
+}
