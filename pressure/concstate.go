@@ -496,10 +496,12 @@ func (s *concState) quietCapAt(cfg concConfig) int64 {
 }
 
 // allowedQueue returns the requests that may wait: the latency target's
-// share, (T ÷ B − 1) × served, at least the configured minimum; while the
-// controller does not shed, at least standingQueue, but no more than keeps
-// a request within half its caller's budget (the latency target's
-// ceiling without the 1.5 × B floor: see Concurrency).
+// share, (T ÷ B − 1) × served, at least the configured minimum and the
+// learned swing; while the queue stands (the controller does not shed,
+// the queue is not growing), at least standingQueue; the swing and the
+// standing level no more than keeps a request within half its caller's
+// budget (the latency target's ceiling without the 1.5 × B floor: see
+// Concurrency).
 func (s *concState) allowedQueue(cfg concConfig, standing bool) float64 {
 	allowed := math.Max(float64(cfg.minQueue), (s.target/s.service-1)*s.served)
 	hi := cfg.ceilT.Seconds()
