@@ -118,6 +118,27 @@ func newLearner() *learner {
 	return &learner{st: c.st, cfg: c.cfg}
 }
 
+// stepFlow steps l by one 50 ms period with inflight requests in flight,
+// starts that started and ends that ended (each after 5 ms, having
+// started with one other in flight); standing is what the controller says
+// (SetShedding(false)).
+func (l *learner) stepFlow(inflight float64, starts, ends int64, standing bool) {
+	w := window{dt: 50 * time.Millisecond, standing: standing, starts: starts, inflight: inflight}
+	b := kBucket(2)
+	w.n[b], w.k[b] = ends, 2*ends
+	w.ns[b] = ends * int64(5*time.Millisecond)
+	w.nsq[b] = w.ns[b]
+	l.st.step(&w, l.cfg)
+}
+
+// quietLearner is a learner that has learned a 5 ms service time from 300
+// ms of requests that waited for nobody.
+func quietLearner() *learner {
+	l := newLearner()
+	l.run(300*time.Millisecond, []int64{2}, 20, func(int64) time.Duration { return 5 * time.Millisecond }, 0, false)
+	return l
+}
+
 func (l *learner) run(d time.Duration, ks []int64, perPeriod int64, latency func(k int64) time.Duration, cpu float64, frozen bool) {
 	for t := time.Duration(0); t < d; t += 50 * time.Millisecond {
 		w := window{dt: 50 * time.Millisecond, cpu: cpu, frozen: frozen, starts: perPeriod * int64(len(ks))}
@@ -627,14 +648,6 @@ func TestFloodAfterPeakRaised(t *testing.T) {
 // requests and on four of 100 ms, in the simulator.)
 func TestStandingQueue(t *testing.T) {
 	const ms = time.Millisecond
-	step := func(l *learner, inflight float64, starts, ends int64, standing bool) {
-		w := window{dt: 50 * ms, standing: standing, starts: starts, inflight: inflight}
-		b := kBucket(2)
-		w.n[b], w.k[b] = ends, 2*ends
-		w.ns[b] = ends * int64(5*ms)
-		w.nsq[b] = w.ns[b]
-		l.st.step(&w, l.cfg)
-	}
 	tests := []struct {
 		name           string
 		standing       bool
@@ -648,11 +661,10 @@ func TestStandingQueue(t *testing.T) {
 		{"not shedding, standing, 60 ms budgets: half of it", true, 20, 0.06, 9, 11},
 	}
 	for _, tt := range tests {
-		l := newLearner()
-		l.run(300*ms, []int64{2}, 20, func(int64) time.Duration { return 5 * ms }, 0, false)
+		l := quietLearner()
 		l.st.budget = tt.budget
 		for range 10 {
-			step(l, 30, tt.starts, 20, tt.standing)
+			l.stepFlow(30, tt.starts, 20, tt.standing)
 		}
 		r := l.st.readingAt(time.Time{})
 		if r.Allowed < tt.wantLo || r.Allowed > tt.wantHi {
@@ -696,46 +708,33 @@ func TestStandingQueue(t *testing.T) {
 // controller sheds, teaches nothing, and what was learned fades.
 func TestSwing(t *testing.T) {
 	const ms = time.Millisecond
-	step := func(l *learner, inflight float64, starts, ends int64, standing bool) {
-		w := window{dt: 50 * ms, standing: standing, starts: starts, inflight: inflight}
-		b := kBucket(2)
-		w.n[b], w.k[b] = ends, 2*ends
-		w.ns[b] = ends * int64(5*ms)
-		w.nsq[b] = w.ns[b]
-		l.st.step(&w, l.cfg)
-	}
-	fresh := func() *learner {
-		l := newLearner()
-		l.run(300*ms, []int64{2}, 20, func(int64) time.Duration { return 5 * ms }, 0, false)
-		return l
-	}
 	// A queue of 60 that comes and goes, as many starting as ending.
 	swings := func(l *learner, d time.Duration, standing bool) {
 		for i := range int(d / (50 * ms)) {
-			step(l, float64(2+60*(i%2)), 20, 20, standing)
+			l.stepFlow(float64(2+60*(i%2)), 20, 20, standing)
 		}
 	}
-	l := fresh()
+	l := quietLearner()
 	swings(l, 30*time.Second, true)
-	step(l, 62, 20, 20, false) // the controller sheds
+	l.stepFlow(62, 20, 20, false) // the controller sheds
 	if r := l.st.readingAt(time.Time{}); r.Allowed < 100 || r.Value > 1 {
 		t.Errorf("a standing queue swinging to 60 for 30 s, then shedding: allowed %.1f, value %.2f; want ≥ 100 and ≤ 1", r.Allowed, r.Value)
 	}
 	for range int(40 * time.Second / (50 * ms)) {
-		step(l, 2, 20, 20, true)
+		l.stepFlow(2, 20, 20, true)
 	}
 	if a := l.st.swing.allowance(); a > 20 {
 		t.Errorf("40 s after the swings stopped: allowance %.1f; want ≤ 20", a)
 	}
 
-	l = fresh()
+	l = quietLearner()
 	for range int(10 * time.Second / (50 * ms)) {
-		step(l, 30, 60, 20, true) // 40 more start than end each period
+		l.stepFlow(30, 60, 20, true) // 40 more start than end each period
 	}
 	if l.st.swing.queueMS != 0 {
 		t.Errorf("a growing queue taught a swing of %.1f", l.st.swing.allowance())
 	}
-	l = fresh()
+	l = quietLearner()
 	swings(l, 30*time.Second, false)
 	if l.st.swing.queueMS != 0 {
 		t.Errorf("a queue seen while the controller shed taught a swing of %.1f", l.st.swing.allowance())
