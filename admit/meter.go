@@ -258,15 +258,23 @@ func (m *meter) step(in meterIn) meterOut {
 	// stayed above the flood's bar for the second period: an episode
 	// entered on nothing, the simulator's sweep). The second period
 	// confirms a flood by its own count, judged against the rate before
-	// the jump as the first was. Three deviations are passed by chance at
-	// most about once in 700 periods (the normal tail; a Poisson count of
-	// a few, less often), two periods in a row at most about once in half
-	// a million.
+	// the jump as the first was, and above the flood's bar itself. Three
+	// deviations are passed by chance at most about once in 700 periods
+	// (the normal tail; a Poisson count of a few, less often), two periods
+	// in a row at most about once in half a million. The bar: a step to
+	// 1.5 times the capacity from 0.6 of it, its first period counted
+	// high (a queue's rise counted as arrivals the period after it
+	// happened, on top of that period's own), passed the jump test in
+	// its second period too; entered as a flood, the episode aimed at
+	// the capacity while its smoothed rate stayed at the first period's,
+	// admitted 0.47 of the arrivals (0.7 of the capacity) and went on
+	// shedding half of them for a second after the step ended, the CPU
+	// at 0.6 (the simulator, three cores of 10 ms requests).
 	flood := !in.shedding && in.capEst > 0 && out.R > floodJump*in.capEst && out.R > in.capCeil
 	switch {
 	case flood && m.flood:
 		b := m.floodBase * sec
-		flood = got > rateJump*b+3*math.Sqrt(b)+1
+		flood = got > rateJump*b+3*math.Sqrt(b)+1 && got > max(floodJump*in.capEst, in.capCeil)*sec
 	case flood:
 		flood = wasInit && jump
 		m.floodBase = total

@@ -493,6 +493,8 @@ func TestMeterFloodConfirmed(t *testing.T) {
 		{"a flood that goes on: confirmed", 3, 11, 12, 62, [2]bool{true, true}},
 		{"a 5× flood of 1 ms requests, read at half the rate the next period: confirmed", 50, 250, 120, 1000, [2]bool{true, true}},
 		{"back to the rate before: not confirmed", 50, 250, 50, 1000, [2]bool{true, false}},
+		{"a 1.5× step from 0.6, its first period counted high: not confirmed", 30, 110, 75, 1000, [2]bool{true, false}},
+		{"a 3× flood from 0.6: confirmed", 30, 150, 150, 1000, [2]bool{true, true}},
 	} {
 		var m meter
 		var c counts
