@@ -128,6 +128,7 @@ type Controller struct {
 	mu       sync.Mutex
 	combine  combiner
 	learners []learner // signals told when the controller sheds (signals.go)
+	bursters []burster // signals that tell a burst from a standing queue (signals.go)
 	unread   backlog   // the first signal that counts unread demand, or nil
 	last     int64     // the last Step (the controller's scale)
 	hasLast  bool
@@ -174,6 +175,9 @@ func New(opts ...Option) *Controller {
 		_, util[i] = s.(saturating)
 		if l, ok := s.(learner); ok {
 			c.learners = append(c.learners, l)
+		}
+		if b, ok := s.(burster); ok {
+			c.bursters = append(c.bursters, b)
 		}
 		if b, ok := s.(backlog); ok && c.unread == nil {
 			c.unread = b
@@ -378,6 +382,17 @@ func (c *Controller) readSignals() reading {
 	return r
 }
 
+// bursting reports that a signal says the queue is a burst being
+// absorbed (signals.go's burster).
+func (c *Controller) bursting() bool {
+	for _, b := range c.bursters {
+		if b.Bursting() {
+			return true
+		}
+	}
+	return false
+}
+
 // unreadNow returns the demand waiting unread (signals.go's backlog): the
 // signal's count less the handlers holding a run slot, which it counts
 // too when the scheduler has preempted them; NaN when no signal counts.
@@ -561,6 +576,9 @@ func (c *Controller) stepRunQueue(now int64, load float64, degraded, flood bool)
 			need: c.need()}))
 	}
 	lifo, wait := c.stand.step(c.cfg.runWait)
+	if c.bursting() {
+		lifo, wait = false, c.cfg.runWait
+	}
 	cutoff := now - int64(wait)
 	if c.dry.Load() {
 		cutoff = math.MinInt64 // dry-run: a wait ends in a slot or with its caller (dryrun.go)

@@ -709,3 +709,92 @@ func TestWithCores(t *testing.T) {
 		t.Errorf("WithCores(nil): procs %v; want GOMAXPROCS %d", d.run.procs, runtime.GOMAXPROCS(0))
 	}
 }
+
+// burstingSignal is a quiet signal that reports a burst being absorbed
+// (signals.go's burster) as the test says.
+type burstingSignal struct {
+	constSignal
+	on atomic.Bool
+}
+
+func (s *burstingSignal) Name() string   { return "queue_delay" }
+func (s *burstingSignal) Bursting() bool { return s.on.Load() }
+
+// TestRunQueueBurstStaysFIFO: while a signal says the queue is a burst it
+// absorbs (pressure.QueueDelay within its burst allowance), the run
+// queue keeps first-come first-served order and its configured wait: the
+// standing rule would cut the burst's waits at 100 ms and refuse the
+// requests the signal holds to fit. Once the burst ends, the rule holds
+// again.
+func TestRunQueueBurstStaysFIFO(t *testing.T) {
+	sig := &burstingSignal{constSignal: constSignal{v: 0, target: 1}}
+	sig.on.Store(true)
+	c, clk := withFakeClock(WithRunBound(1), WithSignals(sig))
+	c.pretendRunning(true)
+	held := holdTickets(t, c, 1)
+	type res struct {
+		i   int
+		err error
+		tk  *Ticket
+	}
+	done := make(chan res, 8)
+	for i := range 4 { // four waiters, 40 ms apart
+		c.clock.Store(clk.now())
+		tk, err := c.Admit(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := c.runq.waiting.Load()
+		go func() {
+			err := tk.Wait(context.Background())
+			done <- res{i, err, &tk}
+		}()
+		for c.runq.waiting.Load() == n {
+			time.Sleep(50 * time.Microsecond)
+		}
+		clk.advance(40 * time.Millisecond)
+		c.stepReal(clk.now(), false)
+	}
+	// The oldest has waited 160 ms, standing at four Steps: a burst, so
+	// nobody was refused.
+	select {
+	case r := <-done:
+		t.Fatalf("waiter %d left (%v) during a burst", r.i, r.err)
+	default:
+	}
+	for i := range 4 {
+		if i == 0 {
+			held[0].Done(nil)
+		}
+		r := <-done
+		if r.i != i || r.err != nil {
+			t.Fatalf("served %d (%v), want waiter %d: first come, first served", r.i, r.err, i)
+		}
+		r.tk.Done(nil)
+	}
+	assertEmpty(t, &c.runq)
+
+	// The same queue once the burst is over: standing, the oldest waiter
+	// is refused after 100 ms.
+	sig.on.Store(false)
+	held = holdTickets(t, c, 1)
+	c.clock.Store(clk.now())
+	tk, err := c.Admit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- tk.Wait(context.Background()) }()
+	for c.runq.waiting.Load() == 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+	for range 4 {
+		clk.advance(40 * time.Millisecond)
+		c.stepReal(clk.now(), false)
+	}
+	if re := levee.AsRejected(<-errc); re == nil || re.Reason != levee.Overloaded {
+		t.Errorf("a standing queue without a burst: %v; want the wait rejected as Overloaded", re)
+	}
+	held[0].Done(nil)
+	assertEmpty(t, &c.runq)
+}

@@ -86,6 +86,15 @@ type bottleneck interface{ Capacity() float64 }
 // served.
 type learner interface{ SetShedding(bool) }
 
+// burster is a signal that tells a burst being absorbed from a standing
+// queue (pressure.QueueDelay: a queue that rose while the controller did
+// not shed, within the deadline-derived burst level and allowance). While
+// one says so, the run queue stays first-come first-served with its
+// configured wait (runbound.go's standing rule would otherwise cut the
+// burst's waits at runShortWait and refuse the requests the signal holds
+// to fit).
+type burster interface{ Bursting() bool }
+
 // backlog is a signal that also counts demand the process has not read
 // yet (pressure.SchedLatency: goroutines ready to run that wait for a
 // processor, which on a saturated HTTP/1 server are mostly connections

@@ -116,6 +116,18 @@ import (
 // fades: a slowing dependency is still held to T (TestPoolDependency's
 // pool: caught in its first periods, p99 443–487 ms, as before).
 //
+// A burst of demand grows the queue too, and a dependency that keeps up
+// with it serves it in time. The signal applies the queue-delay signal's
+// burst rule (see QueueDelay, burst.go): a queue that rises above half
+// the waiting allowed while the controller does not shed may grow to as
+// many requests as the current completion rate drains within half the
+// callers' median budget, for the burst allowance — while the requests
+// ended since it began reach burstKeep (0.8) of what the completion rate
+// before it ends in as long, less three Poisson deviations. A burst is
+// more demand; a dependency that slows is less capacity, and its falling
+// completions end the allowance within a period or two
+// (TestPoolDependency: as before).
+//
 // Latency that CPU contention explains is not waiting for a dependency:
 // handlers that share a busy CPU take about f = 1 ÷ (1 − CPU share)
 // longer. With WithConcurrencyCPU (Default passes its CPU signal) the
@@ -417,6 +429,11 @@ type ConcurrencyReading struct {
 	// Frozen reports that learning upwards was suspended by the freeze
 	// function at the latest sample.
 	Frozen bool
+	// Burst reports that Allowed is the burst level: the queue rose while
+	// the controller did not shed, within the burst allowance, and the
+	// completions kept pace (see "A queue that stands, and one that
+	// grows").
+	Burst bool
 	// Standing reports that the controller said it does not shed and the
 	// requests in flight were not growing, so that the waiting allowed
 	// was at least the standing queue (see Concurrency).

@@ -69,6 +69,23 @@ import (
 // without a CPU source, the target is 100 ms within the same bounds.
 // WithQueueTarget, and SetTarget while it runs, fix it instead.
 //
+// # Bursts
+//
+// The target catches a standing queue within a few intervals: under a
+// lasting overload a longer queue serves nothing more and adds latency.
+// A burst is different: load at 1.4 times the capacity for a second and
+// 0.4 the next is 0.9 of it on average, and a queue that absorbs the
+// burst serves it in the quiet second, in time, where a queue held to
+// the target refuses the excess and idles later. So a queue that rises
+// above half the learned target while the admission controller does not
+// shed is held to the burst level — half the callers' median budget,
+// within the ceiling — instead, for at most the burst allowance, twice
+// that budget within [1 s, 5 s]; it is back on the target once the
+// allowance is spent, or the queue falls below half the target, and no
+// burst starts while the controller sheds (see burst.go). Without a
+// learned budget there is no burst level. Target and Reading say which
+// is in force; Bursting reports the burst.
+//
 // Observe is lock-free and does not allocate; Value and Target are atomic
 // reads. Safe for concurrent use.
 type QueueDelay struct {
@@ -82,6 +99,7 @@ type QueueDelay struct {
 	target atomicFloat
 	fixed  atomic.Int64 // a fixed target, ns (WithQueueTarget, SetTarget); 0 = learned
 	shed   atomic.Bool  // the admission controller sheds (SetShedding)
+	bursty atomic.Bool  // the target is the burst level (Bursting)
 
 	mu      sync.Mutex
 	lastAt  time.Time
@@ -91,6 +109,7 @@ type QueueDelay struct {
 	accCPU  float64 // scale update
 	accDt   time.Duration
 	served  int64 // the served count at the last sample (WithQueueServed)
+	burst   burst // a rising queue's allowance (burst.go)
 	reading QueueReading
 }
 
@@ -318,6 +337,10 @@ type QueueReading struct {
 	// Frozen reports that the freeze function held the scale at this
 	// interval.
 	Frozen bool
+	// Burst reports that Target is the burst level: the queue rose above
+	// the learned target while the controller did not shed, less than the
+	// burst allowance ago (see QueueDelay).
+	Burst bool
 }
 
 // SetShedding tells the signal whether the admission controller sheds;
@@ -328,6 +351,13 @@ type QueueReading struct {
 // capacity would teach a fifth of the scale, and the target would fall
 // with it, cutting admission further).
 func (q *QueueDelay) SetShedding(on bool) { q.shed.Store(on) }
+
+// Bursting reports that the target is the burst level: the queue rose
+// above half the learned target while the admission controller did not
+// shed, less than the burst allowance ago (see QueueDelay). Package
+// admit's run queue then stays first-come first-served with its
+// configured wait.
+func (q *QueueDelay) Bursting() bool { return q.bursty.Load() }
 
 // Reading returns the detail of the latest interval.
 func (q *QueueDelay) Reading() QueueReading {
@@ -371,11 +401,16 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 	if !first { // the first interval's start, and so its CPU, is unknown
 		q.learn(n, dt, frozen)
 	}
-	target := q.targetFor(q.scale)
-	q.target.store(target)
 	v := q.avg.Update(raw, dt)
+	target := q.targetFor(q.scale)
+	if q.fixed.Load() == 0 {
+		b := q.cfg.budget()
+		target = q.burst.step(dt, v, target, burstLevel(b, q.cfg.ceiling), burstAllowance(b), q.shed.Load())
+	}
+	q.target.store(target)
+	q.bursty.Store(q.burst.active())
 	q.value.store(v)
-	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed, Target: target, Scale: q.scale, Spread: q.spreadFactor(), Frozen: frozen}
+	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed, Target: target, Scale: q.scale, Spread: q.spreadFactor(), Frozen: frozen, Burst: q.burst.active()}
 }
 
 // learn accumulates the intervals' observations and CPU until they hold
