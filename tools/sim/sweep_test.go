@@ -96,17 +96,18 @@ func sweepMeasure(s *Scenario, seed uint64) (lv report.Run, unP, lvP report.Phas
 // capacity beyond; the issue's figures where they are met, the measured
 // bound where they are not (see the admit report):
 //
-//   - at 0.7, 0.8 and 0.9 of capacity its goodput is within 0.01 of the
-//     unprotected tier's (which serves all of it), as the issue asks;
-//   - at 0.95, within 0.02 (the issue asks 0.01, met in 15 of the 16
-//     rows; it was 0.035 until a utilisation over its target needed a
-//     queue at three quarters of its target, two readings of it, and a
-//     delay signal out of sight for the safety net, and a flood in the
-//     arrivals a second period's own count: admit's signals.go and
-//     meter.go). One core of exponential 1 ms requests reads 0.019 below
-//     on one seed: its clients' 200 ms deadlines cap the queue's target
-//     at a quarter of their median budget, 45 ms, and a queue this close
-//     to full use passes that now and then;
+//   - at 0.7, 0.8, 0.9 and 0.95 of capacity its goodput is within 0.01
+//     of the unprotected tier's (which serves all of it), as the issue
+//     asks. At 0.95 it was 0.035 until a utilisation over its target
+//     needed a queue at three quarters of its target, two readings of
+//     it, and a delay signal out of sight for the safety net, and a
+//     flood in the arrivals a second period's own count (admit's
+//     signals.go and meter.go); then one core of exponential 1 ms
+//     requests still read 0.019 below on one seed, its queue this close
+//     to full use passing its target (45 ms, a quarter of the clients'
+//     200 ms budget) now and then, until a queue that rises while
+//     nothing sheds was held to the burst level for a while (pressure's
+//     burst.go): 0.930 → 0.949 of the unprotected 0.949;
 //   - at 1.2× and 2×, goodput ≥ 0.9 of capacity, as the issue asks
 //     (0.913–0.956 over the full sweep);
 //   - at 5×, within 0.03 of the bound the issue sets,
@@ -167,13 +168,9 @@ func TestSweep(t *testing.T) {
 					gu, gl := u.GoodputRPS/c, l.GoodputRPS/c
 					line := fmt.Sprintf("%-16s %4g× seed %d: unprotected %.3f levee %.3f of capacity, rejected %.3f", sh, load, seed, gu, gl, l.RejectedRPS/c)
 					switch {
-					case load <= 0.9:
+					case load <= 0.95:
 						if gl < gu-0.01 {
 							t.Errorf("%s: want levee within 0.01 of unprotected", line)
-						}
-					case load <= 0.95:
-						if gl < gu-0.02 {
-							t.Errorf("%s: want levee within 0.02 of unprotected", line)
 						}
 					case load <= 2:
 						if gl < 0.9 {
