@@ -213,7 +213,10 @@ const DefaultRunWait = 500 * time.Millisecond
 // serves its newest waiter first and lets a wait last 100 ms at most
 // (adaptive LIFO, as Facebook's servers do): the requests that run are
 // those with time left, and the standing wait of long requests stays
-// short.
+// short. Not while a signal says the queue absorbs a burst
+// (pressure.QueueDelay's Bursting: a queue that rose while nothing was
+// shed, within what the callers' deadlines allow): then it stays first
+// come, first served, with this wait.
 func WithRunQueue(d time.Duration) Option {
 	return func(c *config) {
 		option.Check(d >= 0 && d <= time.Hour, "admit", "WithRunQueue", "must be in [0, 1h] (0 turns the run queue off)", d)

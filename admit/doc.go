@@ -82,7 +82,8 @@
 //	        N = K × the service time of requests run while not busy, P = GOMAXPROCS
 //	        (the need, lifted alike while requests wait with room);
 //	        a queue standing (oldest wait > 10 ms at two Steps) serves the
-//	        newest first and expires waits after 100 ms instead of 500
+//	        newest first and expires waits after 100 ms instead of 500,
+//	        unless a signal says it absorbs a burst (pressure's burst.go)
 //	  S = R − A → tenants (an IPv6 /48 sending more than a fair share counts
 //	        as one: WithPeerGroups) above 2 fair shares on evidence, cut to a
 //	        paced rate, booked at their exact counts once listed → ladder →

@@ -121,7 +121,8 @@ import (
 // burst rule (see QueueDelay, burst.go): a queue that rises above half
 // the waiting allowed while the controller does not shed may grow to as
 // many requests as the current completion rate drains within half the
-// callers' median budget, for the burst allowance — while the requests
+// callers' median budget, for the burst allowance and a slope back as
+// long — while the requests
 // ended since it began reach burstKeep (0.8) of what the completion rate
 // before it ends in as long, less three Poisson deviations. A burst is
 // more demand; a dependency that slows is less capacity, and its falling
@@ -429,8 +430,8 @@ type ConcurrencyReading struct {
 	// Frozen reports that learning upwards was suspended by the freeze
 	// function at the latest sample.
 	Frozen bool
-	// Burst reports that Allowed is the burst level: the queue rose while
-	// the controller did not shed, within the burst allowance, and the
+	// Burst reports that Allowed is the burst level or on its slope back:
+	// the queue rose while the controller did not shed, and the
 	// completions kept pace (see "A queue that stands, and one that
 	// grows").
 	Burst bool

@@ -80,11 +80,11 @@ import (
 // above half the learned target while the admission controller does not
 // shed is held to the burst level — half the callers' median budget,
 // within the ceiling — instead, for at most the burst allowance, twice
-// that budget within [1 s, 5 s]; it is back on the target once the
-// allowance is spent, or the queue falls below half the target, and no
-// burst starts while the controller sheds (see burst.go). Without a
-// learned budget there is no burst level. Target and Reading say which
-// is in force; Bursting reports the burst.
+// that budget within [1 s, 5 s], then on a slope back to the target
+// over as long again; the spell ends when the queue falls below half
+// the target, and none starts while the controller sheds (see
+// burst.go). Without a learned budget there is no burst level. Target
+// and Reading say which is in force; Bursting reports the burst.
 //
 // Observe is lock-free and does not allocate; Value and Target are atomic
 // reads. Safe for concurrent use.
@@ -337,9 +337,8 @@ type QueueReading struct {
 	// Frozen reports that the freeze function held the scale at this
 	// interval.
 	Frozen bool
-	// Burst reports that Target is the burst level: the queue rose above
-	// the learned target while the controller did not shed, less than the
-	// burst allowance ago (see QueueDelay).
+	// Burst reports that Target is the burst level or on its slope back
+	// to the learned target (see Bursting).
 	Burst bool
 }
 
@@ -352,11 +351,11 @@ type QueueReading struct {
 // with it, cutting admission further).
 func (q *QueueDelay) SetShedding(on bool) { q.shed.Store(on) }
 
-// Bursting reports that the target is the burst level: the queue rose
-// above half the learned target while the admission controller did not
-// shed, less than the burst allowance ago (see QueueDelay). Package
-// admit's run queue then stays first-come first-served with its
-// configured wait.
+// Bursting reports that the target is the burst level or on its slope
+// back: the queue rose above half the learned target while the admission
+// controller did not shed, and has not been held to the target since
+// (see QueueDelay). Package admit's run queue then stays first-come
+// first-served with its configured wait.
 func (q *QueueDelay) Bursting() bool { return q.bursty.Load() }
 
 // Reading returns the detail of the latest interval.
