@@ -55,6 +55,7 @@ const (
 	fastRise        = 1.5                    // ... or this much once the signal has read below minLoad for lagPeriods+1 periods
 	drainTime       = 250 * time.Millisecond // drain a flood's backlog over about this long
 	delayHold       = 10                     // periods a delay's report of a drained backlog does not cut the target
+	spikeHold       = 4                      // periods a delay spike with the utilisation below its target does not cut the target
 	// Arrivals jumping above floodJump × the capacity estimate start
 	// shedding before the signal shows the flood.
 	floodJump = 2.0

@@ -380,7 +380,7 @@ func TestLawStep(t *testing.T) {
 			t.Errorf("target %.1f → %.1f at load 1.25, want a cut", s.target, s2.target)
 		}
 	})
-	t.Run("a queue's delay falling holds the target; rising, or a bottleneck's, cuts", func(t *testing.T) {
+	t.Run("a queue's delay falling holds the target; rising, for spikeHold periods; a bottleneck's cuts", func(t *testing.T) {
 		// A delay binds (scheduler latency at 2.5× its target, the CPU at
 		// 0.8 of its own): after a cut the backlog drains and the
 		// reading falls, 3 → 2.5. Cut again for it, the target would
@@ -390,10 +390,25 @@ func TestLawStep(t *testing.T) {
 		if s2, _ := s.step(in); s2.target != s.target {
 			t.Errorf("falling queue delay: target %.1f → %.1f, want it held", s.target, s2.target)
 		}
+		// Rising with the CPU below its target: a burst read at once, held
+		// for spikeHold periods; one that lasts is cut.
 		rising := in
 		rising.load = 3.5
-		if s2, _ := s.step(rising); s2.target >= s.target {
-			t.Errorf("rising queue delay: target %.1f → %.1f, want a cut", s.target, s2.target)
+		r := s
+		for p := range spikeHold {
+			next, _ := r.step(rising)
+			if next.target != r.target {
+				t.Fatalf("rising queue delay, the CPU at 0.8, period %d: target %.1f → %.1f, want it held", p+1, r.target, next.target)
+			}
+			r = next
+		}
+		if s2, _ := r.step(rising); s2.target >= r.target {
+			t.Errorf("rising queue delay for %d periods: target %.1f → %.1f, want a cut", spikeHold+1, r.target, s2.target)
+		}
+		risingBusy := rising
+		risingBusy.prop = 1.05
+		if s2, _ := s.step(risingBusy); s2.target >= s.target {
+			t.Errorf("rising queue delay, the CPU over its target: target %.1f → %.1f, want a cut", s.target, s2.target)
 		}
 		pool := in
 		pool.bottleneck = 160
