@@ -454,28 +454,9 @@ func TestRunQueueStandingServesNewest(t *testing.T) {
 	c, clk := withFakeClock(WithRunBound(1))
 	c.pretendRunning(true) // as under Run: Steps come from the test only
 	held := holdTickets(t, c, 1)
-	type res struct {
-		i   int
-		err error
-		tk  *Ticket
-	}
-	done := make(chan res, 8)
-	wait := func(i int) {
-		c.clock.Store(clk.now())
-		tk, err := c.Admit(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := c.runq.waiting.Load()
-		go func() {
-			err := tk.Wait(context.Background())
-			done <- res{i, err, &tk} // the work holds its slot until the test says
-		}()
-		for c.runq.waiting.Load() == n {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
-	overloaded := func(r res) bool {
+	done := make(chan waiterResult, 8)
+	wait := func(i int) { startWaiter(t, c, clk, i, done) }
+	overloaded := func(r waiterResult) bool {
 		re := levee.AsRejected(r.err)
 		return re != nil && re.Reason == levee.Overloaded
 	}
@@ -710,6 +691,33 @@ func TestWithCores(t *testing.T) {
 	}
 }
 
+// waiterResult is how a run-queue waiter's wait ended (startWaiter).
+type waiterResult struct {
+	i   int
+	err error
+	tk  *Ticket
+}
+
+// startWaiter admits request i at the fake clock's time and waits on its
+// ticket in a goroutine that reports to done (a granted slot is held until
+// the test ends it); it returns once the request waits in the run queue.
+func startWaiter(t *testing.T, c *Controller, clk *fakeClock, i int, done chan<- waiterResult) {
+	t.Helper()
+	c.clock.Store(clk.now())
+	tk, err := c.Admit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.runq.waiting.Load()
+	go func() {
+		err := tk.Wait(context.Background())
+		done <- waiterResult{i, err, &tk}
+	}()
+	for c.runq.waiting.Load() == n {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
 // burstingSignal is a quiet signal that reports a burst being absorbed
 // (signals.go's burster) as the test says.
 type burstingSignal struct {
@@ -732,26 +740,9 @@ func TestRunQueueBurstStaysFIFO(t *testing.T) {
 	c, clk := withFakeClock(WithRunBound(1), WithSignals(sig))
 	c.pretendRunning(true)
 	held := holdTickets(t, c, 1)
-	type res struct {
-		i   int
-		err error
-		tk  *Ticket
-	}
-	done := make(chan res, 8)
+	done := make(chan waiterResult, 8)
 	for i := range 4 { // four waiters, 40 ms apart
-		c.clock.Store(clk.now())
-		tk, err := c.Admit(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := c.runq.waiting.Load()
-		go func() {
-			err := tk.Wait(context.Background())
-			done <- res{i, err, &tk}
-		}()
-		for c.runq.waiting.Load() == n {
-			time.Sleep(50 * time.Microsecond)
-		}
+		startWaiter(t, c, clk, i, done)
 		clk.advance(40 * time.Millisecond)
 		c.stepReal(clk.now(), false)
 	}
@@ -778,21 +769,12 @@ func TestRunQueueBurstStaysFIFO(t *testing.T) {
 	// is refused after 100 ms.
 	sig.on.Store(false)
 	held = holdTickets(t, c, 1)
-	c.clock.Store(clk.now())
-	tk, err := c.Admit(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- tk.Wait(context.Background()) }()
-	for c.runq.waiting.Load() == 0 {
-		time.Sleep(50 * time.Microsecond)
-	}
+	startWaiter(t, c, clk, 0, done)
 	for range 4 {
 		clk.advance(40 * time.Millisecond)
 		c.stepReal(clk.now(), false)
 	}
-	if re := levee.AsRejected(<-errc); re == nil || re.Reason != levee.Overloaded {
+	if re := levee.AsRejected((<-done).err); re == nil || re.Reason != levee.Overloaded {
 		t.Errorf("a standing queue without a burst: %v; want the wait rejected as Overloaded", re)
 	}
 	held[0].Done(nil)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // burstPhases returns n cycles of a quiet phase then a burst, as YAML
@@ -45,32 +46,8 @@ runs:
   - {name: levee, protection: levee}
 `, cap, phases, cap, timeout, cores, mean)
 	}
-	gateway := func(phases string) string {
-		return fmt.Sprintf(`
-name: gateway-bursts
-capacity_rps: 1000
-capacity_tier: backend
-phases:
-%s
-clients:
-  - name: users
-    rate_rps: 1000
-    target: front
-    timeout: 1s
-    criticality: {CRITICAL: 0.5, SHEDDABLE_PLUS: 0.3, SHEDDABLE: 0.2}
-    tenants: 20
-    retry: {attempts: 3, backoff: exponential, attempt_timeout: 1s}
-tiers:
-  - name: front
-    cores: 64
-    service: {dist: exp, mean: 200us}
-    downstream: {target: backend, timeout: 5s, retry: {attempts: 1, backoff: fixed, attempt_timeout: 1s}}
-  - {name: backend, cores: 1, service: {dist: exp, mean: 1ms}}
-runs:
-  - {name: unprotected, protection: none}
-  - {name: levee, protection: levee}
-`, phases)
-	}
+	backend := sweepShape{cores: 1, mean: time.Millisecond, dist: "exp"}
+	gateway := func(phases string) string { return gatewayYAML(backend, phases, time.Second, time.Second) }
 	for _, c := range []struct{ name, yaml string }{
 		{"1×1ms 1.4/0.4 each second", single(1000, 1, "1ms", "1s", burstPhases(10, 0.4, 1.4, "1s", "1s"))},
 		{"1×1ms 0.6 s at 1.5× every 4 s", single(1000, 1, "1ms", "1s", burstPhases(5, 0.5, 1.5, "4s", "600ms"))},

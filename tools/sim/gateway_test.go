@@ -20,39 +20,46 @@ func gatewayScenario(t testing.TB, sh sweepShape) *Scenario {
 	t.Helper()
 	k := max(1, sh.mean.Seconds()/0.02)
 	phase := time.Duration(20*k) * time.Second
-	y := fmt.Sprintf(`
+	phases := fmt.Sprintf(`  - {name: p90, duration: %v, scale: 0.9}
+  - {name: p95, duration: %v, scale: 0.95}
+  - {name: p200, duration: %v, scale: 2}
+`, phase, phase, phase)
+	s, err := Parse([]byte(gatewayYAML(sh, phases, 10*time.Second, 5*time.Second)))
+	if err != nil {
+		t.Fatalf("%s", err)
+	}
+	return s
+}
+
+// gatewayYAML is gatewayScenario's topology with the given phases (YAML
+// list items), the clients' timeout and the attempts' timeout (the
+// clients' and the gateway's to the backend).
+func gatewayYAML(sh sweepShape, phases string, timeout, attempt time.Duration) string {
+	return fmt.Sprintf(`
 name: gateway
 capacity_rps: %g
 capacity_tier: backend
 phases:
-  - {name: p90, duration: %v, scale: 0.9}
-  - {name: p95, duration: %v, scale: 0.95}
-  - {name: p200, duration: %v, scale: 2}
-clients:
+%sclients:
   - name: users
     rate_rps: %g
     target: front
-    timeout: 10s
+    timeout: %v
     criticality: {CRITICAL: 0.5, SHEDDABLE_PLUS: 0.3, SHEDDABLE: 0.2}
     tenants: 20
-    retry: {attempts: 3, backoff: exponential, attempt_timeout: 5s}
+    retry: {attempts: 3, backoff: exponential, attempt_timeout: %v}
 tiers:
   - name: front
     cores: 64
     service: {dist: exp, mean: 200us}
-    downstream: {target: backend, timeout: 5s, retry: {attempts: 1, attempt_timeout: 5s}}
+    downstream: {target: backend, timeout: 5s, retry: {attempts: 1, attempt_timeout: %v}}
   - name: backend
     cores: %d
     service: {dist: %s, cv: %g, mean: %v}
 runs:
   - {name: unprotected, protection: none}
   - {name: levee, protection: levee}
-`, sh.capacity(), phase, phase, phase, sh.capacity(), sh.cores, sh.dist, sh.cv, sh.mean)
-	s, err := Parse([]byte(y))
-	if err != nil {
-		t.Fatalf("%s", err)
-	}
-	return s
+`, sh.capacity(), phases, sh.capacity(), timeout, attempt, attempt, sh.cores, sh.dist, sh.cv, sh.mean)
 }
 
 // TestGateway: a protected gateway in front of a protected backend serves
