@@ -55,8 +55,13 @@
 // concurrency signal's service time still rises when latency stops
 // depending on concurrency (shedding showed the slowness is the service's
 // own, a dependency that got slower), and falls at once when the service
-// is fast again, so nothing ratchets. QueueDelay and Concurrency say how
-// in their documentation.
+// is fast again, so nothing ratchets. A queue that rises while admission
+// does not shed is a burst before it is an overload: both signals let it
+// grow to half the callers' median budget for a few seconds before they
+// hold it to their targets (burst.go), so that load above the capacity
+// for a moment and below it the next is served as an unprotected server
+// would serve it. QueueDelay and Concurrency say how in their
+// documentation.
 //
 // # Sampling
 //
