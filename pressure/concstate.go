@@ -369,7 +369,7 @@ type concState struct {
 	standing                         bool    // the standing queue was allowed
 	burst                            burst   // a rising queue's allowance (burst.go)
 	burstRate                        float64 // ended requests per second when the burst began
-	burstEnded, burstDue             float64 // requests ended in the burst, and burstKeep of those due at burstRate
+	burstEnded                       float64 // requests ended since
 }
 
 // tolerance is how much longer than f·B a request may take before it
@@ -483,21 +483,21 @@ func (s *concState) step(w *window, cfg concConfig) {
 	// ended late, none with it).
 	level := 0.0
 	if s.budget > 0 {
-		level = math.Min(s.mostQueue(cfg), X*burstLevel(seconds(s.budget), cfg.ceilT.Seconds()))
+		level = math.Min(s.mostQueue(cfg), X*s.waitCeiling(cfg))
 	}
 	normal, was := s.allowed, s.burst.active()
 	s.allowed = s.burst.step(w.dt, s.queue, normal, level, burstAllowance(seconds(s.budget)), !w.standing)
 	if s.burst.active() {
 		if !was {
-			s.burstRate, s.burstEnded, s.burstDue = before, 0, 0
+			s.burstRate, s.burstEnded = before, 0
 		}
 		// The spell's own count of completions, against burstKeep of
 		// what the rate before it completes in as long, less three
 		// Poisson deviations: the smoothed rate falls too late (judged
 		// by it, 1.4–1.9 % of the pool's runs ended late).
 		s.burstEnded += float64(ended)
-		s.burstDue += burstKeep * s.burstRate * w.dt.Seconds()
-		if !(s.burstEnded >= s.burstDue-3*math.Sqrt(s.burstDue)) {
+		due := burstKeep * s.burstRate * s.burst.age.Seconds()
+		if !(s.burstEnded >= due-3*math.Sqrt(due)) {
 			s.burst.spent, s.allowed = true, normal
 		}
 	}
@@ -551,11 +551,19 @@ func (s *concState) allowedQueue(cfg concConfig, standing bool) float64 {
 // request within half its caller's budget (the latency target's ceiling
 // without the 1.5 × B floor: see Concurrency).
 func (s *concState) mostQueue(cfg concConfig) float64 {
+	return (s.waitCeiling(cfg)/s.service - 1) * s.served
+}
+
+// waitCeiling returns the longest a request may spend in the handler:
+// the latency target's ceiling, lowered to half the callers' median
+// budget when one is known (the wait that leaves a request half its
+// time: the burst level, burst.go).
+func (s *concState) waitCeiling(cfg concConfig) float64 {
 	hi := cfg.ceilT.Seconds()
 	if s.budget > 0 {
 		hi = math.Min(hi, s.budget/2)
 	}
-	return (hi/s.service - 1) * s.served
+	return hi
 }
 
 // notePeak keeps the most requests in service the completions explained
@@ -652,11 +660,7 @@ func (s *concState) latencyTarget(cfg concConfig) float64 {
 		return 0
 	}
 	tol := 1 + (cfg.ratio-1)/2
-	hi := cfg.ceilT.Seconds()
-	if s.budget > 0 {
-		hi = math.Min(hi, s.budget/2)
-	}
-	hi = math.Max(hi, tol*s.service)
+	hi := math.Max(s.waitCeiling(cfg), tol*s.service)
 	return math.Max(math.Min(cfg.ratio*s.service, hi), cfg.floorT.Seconds())
 }
 

@@ -99,7 +99,6 @@ type QueueDelay struct {
 	target atomicFloat
 	fixed  atomic.Int64 // a fixed target, ns (WithQueueTarget, SetTarget); 0 = learned
 	shed   atomic.Bool  // the admission controller sheds (SetShedding)
-	bursty atomic.Bool  // the target is the burst level (Bursting)
 
 	mu      sync.Mutex
 	lastAt  time.Time
@@ -356,7 +355,11 @@ func (q *QueueDelay) SetShedding(on bool) { q.shed.Store(on) }
 // controller did not shed, and has not been held to the target since
 // (see QueueDelay). Package admit's run queue then stays first-come
 // first-served with its configured wait.
-func (q *QueueDelay) Bursting() bool { return q.bursty.Load() }
+func (q *QueueDelay) Bursting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.burst.active()
+}
 
 // Reading returns the detail of the latest interval.
 func (q *QueueDelay) Reading() QueueReading {
@@ -407,7 +410,6 @@ func (q *QueueDelay) SampleAt(now time.Time) {
 		target = q.burst.step(dt, v, target, burstLevel(b, q.cfg.ceiling), burstAllowance(b), q.shed.Load())
 	}
 	q.target.store(target)
-	q.bursty.Store(q.burst.active())
 	q.value.store(v)
 	q.reading = QueueReading{Time: now, Value: v, Min: raw, Observed: observed, Target: target, Scale: q.scale, Spread: q.spreadFactor(), Frozen: frozen, Burst: q.burst.active()}
 }
