@@ -576,10 +576,7 @@ func (c *Controller) stepRunQueue(now int64, load float64, degraded, flood bool)
 			shedding: c.law.shedding, degraded: degraded, flood: flood,
 			need: c.need()}))
 	}
-	lifo, wait := c.stand.step(c.cfg.runWait)
-	if c.bursting() {
-		lifo, wait = false, c.cfg.runWait
-	}
+	lifo, wait := c.stand.step(c.cfg.runWait, c.bursting())
 	cutoff := now - int64(wait)
 	if c.dry.Load() {
 		cutoff = math.MinInt64 // dry-run: a wait ends in a slot or with its caller (dryrun.go)

@@ -169,14 +169,18 @@ type standing struct {
 }
 
 // step returns the dispatch order and the longest wait for the next
-// period, given the configured wait.
-func (s *standing) step(configured time.Duration) (lifo bool, wait time.Duration) {
+// period, given the configured wait and whether a signal says the queue
+// absorbs a burst (signals.go's burster): a burst's queue stands for a
+// while by design — it fits the callers' deadlines — and keeps the
+// configured wait, first come first served; the count goes on, so the
+// rule applies at once when the burst is over.
+func (s *standing) step(configured time.Duration, burst bool) (lifo bool, wait time.Duration) {
 	if s.oldest > int64(runStanding) {
 		s.n++
 	} else {
 		s.n = 0
 	}
-	if s.n >= 2 {
+	if s.n >= 2 && !burst {
 		return true, min(configured, runShortWait)
 	}
 	return false, configured

@@ -423,22 +423,25 @@ func TestStandingStep(t *testing.T) {
 	tests := []struct {
 		name     string
 		oldest   []int64 // ns waited by the oldest waiter, Step after Step
+		burst    []bool  // a signal says the queue absorbs a burst, Step after Step; nil: never
 		wantLIFO bool
 		wantWait time.Duration
 	}{
-		{"empty queue", []int64{0, 0, 0}, false, DefaultRunWait},
-		{"one old wait is a burst", []int64{0, 50 * ms}, false, DefaultRunWait},
-		{"two in a row: standing", []int64{50 * ms, 50 * ms}, true, runShortWait},
-		{"drained: FIFO again", []int64{50 * ms, 50 * ms, 2 * ms}, false, DefaultRunWait},
-		{"short waits never stand", []int64{5 * ms, 5 * ms, 5 * ms}, false, DefaultRunWait},
+		{"empty queue", []int64{0, 0, 0}, nil, false, DefaultRunWait},
+		{"one old wait is a burst", []int64{0, 50 * ms}, nil, false, DefaultRunWait},
+		{"two in a row: standing", []int64{50 * ms, 50 * ms}, nil, true, runShortWait},
+		{"drained: FIFO again", []int64{50 * ms, 50 * ms, 2 * ms}, nil, false, DefaultRunWait},
+		{"short waits never stand", []int64{5 * ms, 5 * ms, 5 * ms}, nil, false, DefaultRunWait},
+		{"a signal's burst keeps it FIFO", []int64{50 * ms, 50 * ms, 50 * ms}, []bool{true, true, true}, false, DefaultRunWait},
+		{"the burst over, a standing queue is cut at once", []int64{50 * ms, 50 * ms, 50 * ms}, []bool{true, true, false}, true, runShortWait},
 	}
 	for _, tt := range tests {
 		var s standing
 		var lifo bool
 		var wait time.Duration
-		for _, o := range tt.oldest {
+		for i, o := range tt.oldest {
 			s.oldest = o
-			lifo, wait = s.step(DefaultRunWait)
+			lifo, wait = s.step(DefaultRunWait, tt.burst != nil && tt.burst[i])
 		}
 		if lifo != tt.wantLIFO || wait != tt.wantWait {
 			t.Errorf("%s: lifo %v wait %v, want %v %v", tt.name, lifo, wait, tt.wantLIFO, tt.wantWait)
